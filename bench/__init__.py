@@ -1,0 +1,10 @@
+"""distbench: reproducible benchmarks of distributed and asynchronous SGD on Horovod + PyTorch."""
+
+__version__ = "0.1.0"
+
+#: Version of the run-directory schema (config.json, rank<r>.jsonl, eval.jsonl, summary.json).
+SCHEMA_VERSION = 1
+
+
+class BenchError(Exception):
+    """A user error: bad configuration or input. The CLI prints it on one line and exits 2."""

@@ -1,0 +1,89 @@
+"""Command line: ``python -m bench {list,run,te} ...``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from . import BenchError
+from .algorithms import get_algorithm, names
+
+
+def cmd_list(args) -> int:
+    width = max(map(len, names()))
+    for name in names():
+        algo = get_algorithm(name)
+        print(f"{name:<{width}}  {algo.family:<10}  {algo.paper}")
+    return 0
+
+
+def cmd_run(args) -> int:
+    from . import launch
+    from .config import parse_set, resolve
+
+    if args.np < 1:
+        raise BenchError(f"--np must be >= 1, got {args.np}")
+    cfg = resolve(args.algorithm, np=args.np, profile=args.profile, hardware=args.hardware,
+                  overrides=parse_set(args.set or []), study=args.study, tag=args.tag or "",
+                  params_file=Path(args.params) if args.params else None)
+    out = Path(args.out) if args.out else launch.default_out(cfg)
+    print(f"[bench] {cfg.algorithm} np={cfg.launch.np} ({launch.processes(cfg)} processes), profile {cfg.profile} -> {out}",
+          file=sys.stderr)
+    run_dir, rc = launch.run(cfg, out, force=args.force, echo=not args.quiet)
+    if rc == 0:
+        from .results import read_json
+
+        s = read_json(run_dir / "summary.json")
+        print(f"[bench] ok: {s.get('throughput', 0):.1f} samples/s, final held-out accuracy "
+              f"{s.get('final_accuracy')}, wall {s.get('wall_s', 0):.1f} s ({run_dir})", file=sys.stderr)
+    return rc
+
+
+def cmd_te(args) -> int:
+    from .metrics import temporal_efficiency_runs
+
+    value = temporal_efficiency_runs(args.run_a, args.run_b, window=args.window, stride=args.stride)
+    print(f"{value:.6f}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m bench", description="Distributed and asynchronous SGD benchmarks on Horovod.")
+    sub = ap.add_subparsers(dest="command", required=True)
+    sub.add_parser("list", help="registered algorithms and their papers").set_defaults(func=cmd_list)
+
+    r = sub.add_parser("run", help="launch one benchmark run under horovodrun and write its run directory")
+    r.add_argument("algorithm", help="registry key (see `python -m bench list`)")
+    r.add_argument("--np", type=int, default=1, help="number of workers (parameter servers are added on top)")
+    r.add_argument("--profile", help="training profile from params.yaml (default: its `profile`)")
+    r.add_argument("--hardware", help="hardware profile from pipelines/hardware/ (default: local)")
+    r.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a setting or hyperparameter (repeatable)")
+    r.add_argument("--study", default="adhoc", help="study name (names results/<hardware>/<study>/)")
+    r.add_argument("--tag", help="suffix of the run directory name")
+    r.add_argument("--out", help="run directory (default: results/<hardware>/<study>/<algo>-np<N>[-<tag>])")
+    r.add_argument("--params", help="params.yaml to read (default: the repository's)")
+    r.add_argument("--force", action="store_true", help="replace an existing run directory")
+    r.add_argument("--quiet", action="store_true", help="do not echo the job's output")
+    r.set_defaults(func=cmd_run)
+
+    t = sub.add_parser("te", help="temporal efficiency E(a, b) of run A against run B (Hermans 2017)")
+    t.add_argument("run_a")
+    t.add_argument("run_b")
+    t.add_argument("--window", type=float, default=5.0, help="averaging window in seconds (default 5)")
+    t.add_argument("--stride", type=float, default=1.0, help="window stride in seconds (default 1)")
+    t.set_defaults(func=cmd_te)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except BenchError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

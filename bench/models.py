@@ -1,0 +1,81 @@
+"""Model builders: small models written here, large ones from torchvision when it is installed.
+
+- ``mlp``: input -> ``hidden`` widths (ReLU) -> classes.
+- ``hermans_mlp``: 784-1000-2000-1000-10, the model of Hermans (2017), "On Scalable Deep Learning
+  and Parallelizing Gradient Descent", used for his DOWNPOUR / AGN / ADAG / EASGD experiments.
+- ``lenet``: a LeNet-5-style CNN (LeCun et al. 1998) for 1- or 3-channel images of any size >= 8.
+- ``alexnet``, ``googlenet``, ``resnet18``, ``resnet50``: torchvision's, randomly initialised.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from . import BenchError
+from .config import TrainConfig
+
+TORCHVISION_MODELS = ("alexnet", "googlenet", "resnet18", "resnet50")
+
+
+def mlp(in_features: int, hidden: list[int], num_classes: int) -> nn.Module:
+    layers: list[nn.Module] = [nn.Flatten()]
+    width = in_features
+    for h in hidden:
+        layers += [nn.Linear(width, h), nn.ReLU()]
+        width = h
+    layers.append(nn.Linear(width, num_classes))
+    return nn.Sequential(*layers)
+
+
+class LeNet(nn.Module):
+    def __init__(self, channels: int, side: int, num_classes: int):
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(channels, 6, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(6, 16, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2))
+        s = side // 4
+        self.classifier = nn.Sequential(nn.Flatten(), nn.Linear(16 * s * s, 120), nn.ReLU(),
+                                        nn.Linear(120, 84), nn.ReLU(), nn.Linear(84, num_classes))
+
+    def forward(self, x):
+        return self.classifier(self.features(x))
+
+
+def _torchvision(name: str, num_classes: int) -> nn.Module:
+    try:
+        import torchvision.models as tvm
+    except Exception as e:  # not installed, or a build that does not match torch
+        raise BenchError(f"model {name!r} needs torchvision, which does not import here ({type(e).__name__}: {e}); "
+                         f"install a torchvision that matches your torch, or pick mlp, hermans_mlp or lenet") from None
+    if name == "googlenet":
+        return tvm.googlenet(weights=None, num_classes=num_classes, aux_logits=False, init_weights=True)
+    return getattr(tvm, name)(weights=None, num_classes=num_classes)
+
+
+def build_model(cfg: TrainConfig, input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
+    """Build the configured model; parameters are initialised from ``cfg.seed`` (same on every rank)."""
+    torch.manual_seed(cfg.seed)
+    features = math.prod(input_shape)
+    if cfg.model == "mlp":
+        return mlp(features, cfg.hidden, num_classes)
+    if cfg.model == "hermans_mlp":
+        return mlp(features, [1000, 2000, 1000], num_classes)
+    if cfg.model == "lenet":
+        if len(input_shape) != 3 or input_shape[1] != input_shape[2] or input_shape[1] < 8:
+            raise BenchError(f"lenet needs square images (C, H, H) with H >= 8, got input shape {input_shape}")
+        return LeNet(input_shape[0], input_shape[1], num_classes)
+    if cfg.model in TORCHVISION_MODELS:
+        if len(input_shape) != 3 or input_shape[0] != 3:
+            raise BenchError(f"{cfg.model} needs 3-channel images, got input shape {input_shape}")
+        return _torchvision(cfg.model, num_classes)
+    raise BenchError(f"unknown model {cfg.model!r}; valid: alexnet, googlenet, hermans_mlp, lenet, mlp, resnet18, resnet50")
+
+
+def make_optimizer(cfg: TrainConfig, params) -> torch.optim.Optimizer:
+    if cfg.optimizer == "adam":
+        return torch.optim.Adam(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    return torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum, nesterov=cfg.nesterov,
+                           weight_decay=cfg.weight_decay)

@@ -1,0 +1,217 @@
+"""The run-directory schema: write and load.
+
+A run directory holds ``config.json``, ``system.json``, ``rank<r>.jsonl`` (one record per
+worker step), ``eval.jsonl`` (held-out evaluations of the model that matters),
+``summary.json`` (status ``ok`` / ``failed`` with the reason) and optionally ``model.pt``.
+JSON files are written atomically (temporary file + rename): a crash never leaves a
+half-written summary. Records are appended line by line and flushed, so a crash loses at
+most the line being written; a torn last line of a failed run is tolerated when loading,
+any other corrupt line is an error naming the file and line.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from . import SCHEMA_VERSION
+
+STEP_FIELDS = ("step", "epoch", "t", "samples", "loss", "accuracy", "step_s", "compute_s", "comm_s", "wait_s",
+               "staleness", "bytes_sent", "warmup")
+EVAL_FIELDS = ("step", "epoch", "t", "samples_seen", "loss", "accuracy")
+
+
+class ResultsError(ValueError):
+    """A corrupt or incompatible results file (the message names the file and line)."""
+
+
+def _clean(obj: Any) -> Any:
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None if math.isnan(obj) else (1e308 if obj > 0 else -1e308)
+    if isinstance(obj, dict):
+        return {k: _clean(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_clean(v) for v in obj]
+    return obj
+
+
+def write_json_atomic(path: str | Path, obj: Any) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(_clean(obj), f, indent=2, sort_keys=True)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def read_json(path: str | Path) -> Any:
+    path = Path(path)
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except json.JSONDecodeError as e:
+        raise ResultsError(f"{path}:{e.lineno}: corrupt JSON ({e.msg})") from None
+
+
+class JsonlWriter:
+    """Append-only record file, one JSON object per line, flushed after every line."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.f = open(self.path, "a", buffering=1)
+
+    def write(self, record: dict) -> None:
+        self.f.write(json.dumps(_clean(record), separators=(",", ":")) + "\n")
+
+    def close(self) -> None:
+        if not self.f.closed:
+            self.f.close()
+
+
+def read_jsonl(path: str | Path, tolerate_torn_tail: bool = False) -> list[dict]:
+    path = Path(path)
+    records = []
+    with open(path) as f:
+        lines = f.read().split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    for i, line in enumerate(lines, start=1):
+        try:
+            rec = json.loads(line)
+            if not isinstance(rec, dict):
+                raise ValueError("not an object")
+        except ValueError as e:
+            if tolerate_torn_tail and i == len(lines):
+                break
+            raise ResultsError(f"{path}:{i}: corrupt record ({e})") from None
+        records.append(rec)
+    return records
+
+
+def write_summary(run_dir: str | Path, status: str, **fields) -> dict:
+    summary = {"schema_version": SCHEMA_VERSION, "status": status, **fields}
+    write_json_atomic(Path(run_dir) / "summary.json", summary)
+    return summary
+
+
+def mark_failed(run_dir: str | Path, reason: str, **fields) -> dict:
+    """Mark a run failed, keeping what an earlier (partial) summary recorded."""
+    path = Path(run_dir) / "summary.json"
+    old = {}
+    if path.exists():
+        try:
+            old = read_json(path)
+        except ResultsError:
+            old = {}
+    if old.get("status") == "failed":  # keep the first (root-cause) reason
+        reason = old.get("reason", reason)
+    old.update(fields)
+    old.update({"schema_version": SCHEMA_VERSION, "status": "failed", "reason": reason})
+    write_json_atomic(path, old)
+    return old
+
+
+# ----------------------------------------------------------------------------- loading
+
+
+@dataclass
+class Run:
+    """One loaded run directory."""
+
+    path: Path
+    config: dict
+    system: dict
+    summary: dict
+    steps: pd.DataFrame
+    evals: pd.DataFrame
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def status(self) -> str:
+        return self.summary.get("status", "incomplete")
+
+    @property
+    def label(self) -> dict:
+        c = self.config
+        return {"run": str(self.path), "algorithm": c["algorithm"], "np": c["launch"]["np"],
+                "hardware": c["launch"]["hardware"], "study": c.get("study", ""), "tag": c.get("tag", ""),
+                "profile": c.get("profile", ""), "status": self.status}
+
+
+def load_run(path: str | Path) -> Run:
+    path = Path(path)
+    cfg_path = path / "config.json"
+    if not cfg_path.is_file():
+        raise ResultsError(f"{path}: not a run directory (no config.json)")
+    config = read_json(cfg_path)
+    if config.get("schema_version") != SCHEMA_VERSION:
+        raise ResultsError(f"{cfg_path}: schema_version {config.get('schema_version')!r}, this suite reads {SCHEMA_VERSION}")
+    system = read_json(path / "system.json") if (path / "system.json").exists() else {}
+    summary = read_json(path / "summary.json") if (path / "summary.json").exists() else {"status": "incomplete"}
+    ok = summary.get("status") == "ok"
+    frames = []
+    for f in sorted(path.glob("rank*.jsonl"), key=lambda p: int(p.stem[4:])):
+        recs = read_jsonl(f, tolerate_torn_tail=not ok)
+        if recs:
+            df = pd.DataFrame.from_records(recs)
+            df.insert(0, "rank", int(f.stem[4:]))
+            frames.append(df)
+    steps = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["rank", *STEP_FIELDS])
+    ev = path / "eval.jsonl"
+    evals = pd.DataFrame.from_records(read_jsonl(ev, tolerate_torn_tail=not ok)) if ev.exists() else pd.DataFrame()
+    if evals.empty:
+        evals = pd.DataFrame(columns=list(EVAL_FIELDS))
+    return Run(path, config, system, summary, steps, evals)
+
+
+def find_runs(root: str | Path) -> list[Path]:
+    """Every run directory (a folder with config.json) under ``root``, sorted."""
+    return sorted(p.parent for p in Path(root).rglob("config.json"))
+
+
+def load_runs(root: str | Path, include_failed: bool = True) -> list[Run]:
+    runs = [load_run(p) for p in find_runs(root)]
+    return runs if include_failed else [r for r in runs if r.status == "ok"]
+
+
+def _tidy(runs: list[Run], attr: str) -> pd.DataFrame:
+    frames = []
+    for r in runs:
+        df = getattr(r, attr).copy()
+        for k, v in reversed(list(r.label.items())):
+            df.insert(0, k, v)
+        frames.append(df)
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def steps_frame(runs: list[Run]) -> pd.DataFrame:
+    """All step records of ``runs`` as one tidy DataFrame (one row per rank and step, run labels as columns)."""
+    return _tidy(runs, "steps")
+
+
+def evals_frame(runs: list[Run]) -> pd.DataFrame:
+    return _tidy(runs, "evals")
+
+
+def summaries_frame(runs: list[Run]) -> pd.DataFrame:
+    rows = []
+    for r in runs:
+        row = dict(r.label)
+        row.update({k: v for k, v in r.summary.items() if not isinstance(v, (dict, list)) and k != "status"})
+        rows.append(row)
+    return pd.DataFrame(rows)

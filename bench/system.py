@@ -1,0 +1,121 @@
+"""Hardware and software profile of a run (``system.json``)."""
+
+from __future__ import annotations
+
+import functools
+import os
+import platform
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from .config import REPO_ROOT
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _mem_gib() -> float | None:
+    try:
+        import psutil
+
+        return round(psutil.virtual_memory().total / 2**30, 1)
+    except Exception:
+        return None
+
+
+def horovodrun_path() -> str:
+    local = Path(sys.executable).parent / "horovodrun"
+    return str(local) if local.exists() else (shutil.which("horovodrun") or "horovodrun")
+
+
+@functools.lru_cache(maxsize=1)
+def horovod_build() -> dict:
+    """``horovodrun --check-build`` parsed: which frameworks, controllers and tensor operations are built in."""
+    try:
+        out = subprocess.run([horovodrun_path(), "--check-build"], capture_output=True, text=True, timeout=120).stdout
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return {"error": str(e)}
+    m = re.search(r"Horovod v([\w.]+)", out)
+    built = {name.strip(): mark == "X" for mark, name in re.findall(r"\[(X| )\] ([\w .-]+)", out)}
+    return {"version": m.group(1) if m else None, "available": built}
+
+
+def _git() -> dict:
+    def git(*args):
+        return subprocess.run(["git", "-C", str(REPO_ROOT), *args], capture_output=True, text=True, timeout=30)
+
+    try:
+        commit = git("rev-parse", "HEAD")
+        if commit.returncode:
+            return {"commit": None, "dirty": None}
+        dirty = bool(git("status", "--porcelain", "--untracked-files=no").stdout.strip())
+        return {"commit": commit.stdout.strip(), "dirty": dirty}
+    except (OSError, subprocess.TimeoutExpired):
+        return {"commit": None, "dirty": None}
+
+
+def _gpus() -> list[dict]:
+    try:
+        import torch
+
+        if not torch.cuda.is_available():
+            return []
+        gpus = []
+        for i in range(torch.cuda.device_count()):
+            p = torch.cuda.get_device_properties(i)
+            gpus.append({"index": i, "name": p.name, "memory_gib": round(p.total_memory / 2**30, 1)})
+        return gpus
+    except Exception:
+        return []
+
+
+def _interconnect() -> str | None:
+    if shutil.which("nvidia-smi"):
+        try:
+            out = subprocess.run(["nvidia-smi", "topo", "-m"], capture_output=True, text=True, timeout=30).stdout
+            return "nvlink" if re.search(r"\bNV\d+\b", out) else "pcie"
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+    if Path("/sys/class/infiniband").is_dir() and any(Path("/sys/class/infiniband").iterdir()):
+        return "infiniband"
+    return None
+
+
+def collect(command: list[str] | None = None) -> dict:
+    import torch
+
+    try:
+        import horovod
+
+        hvd_version = horovod.__version__
+    except Exception:
+        hvd_version = None
+    return {
+        "hostname": socket.gethostname(),
+        "platform": platform.platform(),
+        "python": sys.version.split()[0],
+        "cpu_model": _cpu_model(),
+        "cpu_cores": os.cpu_count(),
+        "memory_gib": _mem_gib(),
+        "gpus": _gpus(),
+        "interconnect": _interconnect(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "horovod": hvd_version,
+        "horovod_build": horovod_build(),
+        "git": _git(),
+        "launch_command": command,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }

@@ -1,0 +1,66 @@
+"""The timing protocol, in one place.
+
+Every step is timed by the worker loop with the device synchronised before each clock read;
+algorithms mark the parts of a step that communicate (``comm``) or wait on other workers or
+on outstanding non-blocking operations (``wait``); compute is the rest of the step. Warm-up
+steps are recorded but flagged and excluded from throughput (:mod:`bench.metrics`).
+Intervals are mean ± 1.96·std (as Horovod's synthetic benchmark reports them).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from contextlib import contextmanager
+
+import torch
+
+
+def device_sync(device: torch.device | str | None) -> None:
+    if device is not None and torch.device(device).type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+class StepTimer:
+    """Accumulates communication and waiting time inside the current step."""
+
+    KINDS = ("comm", "wait")
+
+    def __init__(self, device: torch.device | str = "cpu"):
+        self.device = device
+        self.acc = {k: 0.0 for k in self.KINDS}
+
+    @contextmanager
+    def section(self, kind: str):
+        if kind not in self.acc:
+            raise ValueError(f"unknown timing section {kind!r}; valid: {', '.join(self.KINDS)}")
+        device_sync(self.device)
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            device_sync(self.device)
+            self.acc[kind] += time.perf_counter() - t0
+
+    def comm(self):
+        return self.section("comm")
+
+    def wait(self):
+        return self.section("wait")
+
+    def take(self) -> dict[str, float]:
+        """Return and reset the accumulated sections."""
+        out, self.acc = self.acc, {k: 0.0 for k in self.KINDS}
+        return out
+
+
+def mean_ci(values) -> tuple[float, float]:
+    """Mean and the half-width of its 95% interval (1.96·std, as Horovod's synthetic benchmark)."""
+    values = [float(v) for v in values]
+    if not values:
+        return float("nan"), float("nan")
+    mean = sum(values) / len(values)
+    if len(values) < 2:
+        return mean, 0.0
+    var = sum((v - mean) ** 2 for v in values) / (len(values) - 1)
+    return mean, 1.96 * math.sqrt(var)

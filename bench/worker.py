@@ -1,0 +1,242 @@
+"""The per-rank training loop, algorithm-agnostic. Launched by horovodrun on every rank::
+
+    horovodrun -np 2 python -m bench.worker --config RUN_DIR/config.json
+
+Writes ``rank<r>.jsonl`` (one record per step), ``eval.jsonl`` (held-out evaluation of the
+model that matters), ``model.pt`` and, on rank 0, ``summary.json``. A rank that raises marks
+the run failed (first reason wins) and exits at once, so its peers' collectives fail and
+horovodrun ends the job instead of hanging.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import socket
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import torch
+
+from . import __version__
+from .algorithms import get_algorithm
+from .algorithms.base import Context
+from .comm import Comm
+from .config import RunConfig
+from .data import Shard, load_dataset
+from .models import build_model, make_optimizer
+from .results import JsonlWriter, mark_failed, read_json, write_json_atomic, write_summary
+from .timing import StepTimer, device_sync
+
+FAULT_ENV = "BENCH_INJECT_FAULT"  # "RANK:STEP:raise|kill" — test aid: fail rank RANK at step STEP
+
+
+@torch.no_grad()
+def evaluate(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, device, batch: int = 1024) -> tuple[float, float]:
+    """Mean cross-entropy and accuracy of ``model`` on (x, y)."""
+    was_training = model.training
+    model.eval()
+    loss_sum, correct = 0.0, 0
+    for i in range(0, len(x), batch):
+        xb, yb = x[i:i + batch].to(device), y[i:i + batch].to(device)
+        out = model(xb)
+        loss_sum += float(torch.nn.functional.cross_entropy(out, yb, reduction="sum"))
+        correct += int((out.argmax(1) == yb).sum())
+    model.train(was_training)
+    return loss_sum / len(x), correct / len(x)
+
+
+def _inject_fault(rank: int, step: int) -> None:
+    spec = os.environ.get(FAULT_ENV)
+    if not spec:
+        return
+    r, s, mode = spec.split(":")
+    if int(r) == rank and int(s) == step:
+        if mode == "kill":
+            os.kill(os.getpid(), signal.SIGKILL)
+        raise RuntimeError(f"injected fault at step {step}")
+
+
+class _LineFile:
+    """tqdm target for pipes (horovodrun prefixes lines): one progress line per refresh, no carriage returns."""
+
+    def write(self, s: str) -> None:
+        s = s.replace("\r", "").strip()
+        if s:
+            sys.stderr.write(s + "\n")
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
+def pick_device(cfg: RunConfig, comm: Comm) -> torch.device:
+    want = cfg.train.device
+    if want == "cuda" or (want == "auto" and torch.cuda.is_available()):
+        if not torch.cuda.is_available():
+            raise RuntimeError("device 'cuda' requested but torch.cuda.is_available() is False")
+        torch.cuda.set_device(comm.local_rank % torch.cuda.device_count())
+        return torch.device("cuda", comm.local_rank % torch.cuda.device_count())
+    return torch.device("cpu")
+
+
+class Worker:
+    def __init__(self, cfg: RunConfig, run_dir: Path, comm: Comm):
+        self.cfg, self.run_dir, self.comm = cfg, run_dir, comm
+        t = cfg.train
+        torch.set_num_threads(t.threads)
+        self.device = pick_device(cfg, comm)
+        self.ds = load_dataset(t)
+        if t.eval_samples:
+            self.ds.x_test, self.ds.y_test = self.ds.x_test[:t.eval_samples], self.ds.y_test[:t.eval_samples]
+        algo_cls = get_algorithm(cfg.algorithm)
+        params = cfg.algo_params()
+        num_workers = comm.size - algo_cls.server_ranks(params, cfg.launch.np)
+        if num_workers != cfg.launch.np:
+            raise RuntimeError(f"{cfg.algorithm} with np={cfg.launch.np} needs {cfg.launch.np + algo_cls.server_ranks(params, cfg.launch.np)} "
+                               f"processes, horovodrun started {comm.size}")
+        self.worker_index = comm.rank if comm.rank < num_workers else -1
+        self.shard = Shard(self.ds, num_workers, max(self.worker_index, 0), t.batch_size, t.seed)
+        total = self.shard.steps * t.epochs
+        self.total_steps = min(total, t.max_steps) if t.max_steps else total
+
+        def new_model():
+            return build_model(t, self.ds.input_shape, self.ds.num_classes).to(self.device)
+
+        self.ctx = Context(cfg=cfg, comm=comm, device=self.device, build_model=new_model,
+                           make_optimizer=lambda ps: make_optimizer(t, ps), timer=StepTimer(self.device),
+                           worker_index=self.worker_index, num_workers=num_workers,
+                           steps_per_epoch=self.shard.steps, total_steps=self.total_steps)
+        self.model = new_model()
+        self.algo = algo_cls(params, self.ctx)
+        self.algo.setup(self.model, make_optimizer(t, self.model.parameters()))
+        self.eval_writer: JsonlWriter | None = None
+        self.samples_seen = 0
+
+    def log_eval(self, step: int, epoch: float, final: bool = False) -> dict | None:
+        model = self.algo.eval_model()
+        if model is None:
+            return None
+        loss, acc = evaluate(model, self.ds.x_test, self.ds.y_test, self.device)
+        rec = {"step": step, "epoch": epoch, "t": time.time() - self.t0, "samples_seen": self.samples_seen * self.ctx.num_workers,
+               "loss": loss, "accuracy": acc, "final": final, "rank": self.comm.rank}
+        if self.eval_writer is None:
+            self.eval_writer = JsonlWriter(self.run_dir / "eval.jsonl")
+        self.eval_writer.write(rec)
+        if final and self.cfg.train.save_model:
+            torch.save(model.state_dict(), self.run_dir / "model.pt")
+        return rec
+
+    def train(self) -> dict:
+        t = self.cfg.train
+        timer = self.ctx.timer
+        writer = JsonlWriter(self.run_dir / f"rank{self.comm.rank}.jsonl")
+        bar = None
+        if self.comm.rank == 0 and (sys.stderr.isatty() or os.environ.get("BENCH_PROGRESS") == "1"):
+            from tqdm import tqdm
+            tty = sys.stderr.isatty()
+            bar = tqdm(total=self.total_steps, desc=f"{self.cfg.algorithm} np={self.cfg.launch.np}", ascii=not tty,
+                       mininterval=1.0 if tty else 5.0, file=sys.stderr if tty else _LineFile())
+        timed_samples, timed_s = 0, 0.0
+        step = 0
+        for epoch in range(t.epochs):
+            for x, y in self.shard.batches(epoch):
+                if step >= self.total_steps:
+                    break
+                _inject_fault(self.comm.rank, step)
+                x, y = x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
+                timer.take()
+                device_sync(self.device)
+                t_start = time.perf_counter()
+                stats = self.algo.step(x, y)
+                device_sync(self.device)
+                step_s = time.perf_counter() - t_start
+                split = timer.take()
+                step += 1
+                self.samples_seen += len(y)
+                warm = step <= t.warmup_steps
+                if not warm:
+                    timed_samples += len(y)
+                    timed_s += step_s
+                writer.write({"step": step, "epoch": step / self.shard.steps, "t": time.time() - self.t0,
+                              "samples": len(y), "loss": stats.loss, "accuracy": stats.correct / len(y),
+                              "step_s": step_s, "compute_s": max(step_s - split["comm"] - split["wait"], 0.0),
+                              "comm_s": split["comm"], "wait_s": split["wait"], "staleness": stats.staleness,
+                              "bytes_sent": stats.bytes_sent, "warmup": warm})
+                if bar is not None:
+                    bar.update(1)
+                    bar.set_postfix(loss=f"{stats.loss:.3f}", refresh=False)
+                if t.eval_every and step % t.eval_every == 0 and step < self.total_steps:
+                    rec = self.log_eval(step, step / self.shard.steps)
+                    if bar is not None and rec:
+                        bar.write(f"[eval] step {step} held-out accuracy {rec['accuracy']:.4f} loss {rec['loss']:.4f}")
+        if bar is not None:
+            bar.close()
+        writer.close()
+        return {"steps": step, "timed_samples": timed_samples, "timed_s": timed_s}
+
+    def run(self) -> None:
+        comm = self.comm
+        comm.barrier()  # comm: a common start
+        self.t0 = comm.broadcast_object(time.time(), root=0)  # comm: one time origin for all ranks
+        wall0 = time.time()
+        if self.algo.is_server():
+            self.algo.serve()
+            mine = {"steps": 0, "timed_samples": 0, "timed_s": 0.0}
+        else:
+            mine = self.train()
+        self.algo.finalize()
+        final = self.log_eval(mine["steps"], self.total_steps / self.shard.steps, final=True)
+        mine.update(rank=comm.rank, host=socket.gethostname(), worker=not self.algo.is_server(), final=final,
+                    stats=self.algo.stats())
+        gathered = comm.allgather_object(mine)  # comm: per-rank figures for the summary
+        if comm.rank == 0:
+            self.write_summary(gathered, time.time() - wall0)
+        if self.eval_writer:
+            self.eval_writer.close()
+
+    def write_summary(self, gathered: list[dict], wall_s: float) -> None:
+        workers = [g for g in gathered if g["worker"]]
+        per_worker = [g["timed_samples"] / g["timed_s"] for g in workers if g["timed_s"] > 0]
+        final = next((g["final"] for g in gathered if g["final"]), None)
+        extra = {}
+        for g in gathered:
+            extra.update(g["stats"] or {})
+        sys_path = self.run_dir / "system.json"
+        system = read_json(sys_path) if sys_path.exists() else {}
+        system["hosts_by_rank"] = [g["host"] for g in sorted(gathered, key=lambda g: g["rank"])]
+        write_json_atomic(sys_path, system)
+        write_summary(self.run_dir, "ok", algorithm=self.cfg.algorithm, np=self.cfg.launch.np, processes=len(gathered),
+                      wall_s=wall_s, steps_per_worker=max(g["steps"] for g in workers) if workers else 0,
+                      throughput=sum(per_worker), throughput_per_worker=(sum(per_worker) / len(per_worker)) if per_worker else None,
+                      final_accuracy=final["accuracy"] if final else None, final_loss=final["loss"] if final else None,
+                      bench_version=__version__, **extra)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.worker", description=__doc__.splitlines()[0])
+    ap.add_argument("--config", required=True, help="config.json of the run directory")
+    args = ap.parse_args(argv)
+    cfg_path = Path(args.config).resolve()
+    run_dir = cfg_path.parent
+    cfg = RunConfig.from_dict(read_json(cfg_path))
+    comm = Comm(cfg.launch.network_interface, cfg.launch.p2p_backend)
+    try:
+        Worker(cfg, run_dir, comm).run()
+    except BaseException as e:  # any failure on any rank: mark the run failed and leave at once
+        reason = f"rank {comm.rank}: {type(e).__name__}: {e}"
+        try:
+            mark_failed(run_dir, reason)
+        finally:
+            traceback.print_exc()
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(1)
+    comm.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

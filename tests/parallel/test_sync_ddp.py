@@ -1,0 +1,83 @@
+"""sync and ddp under real horovodrun (np=2), against single-process SGD on the union batch."""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from bench.config import resolve
+from bench.data import Shard, load_dataset
+from bench.models import build_model, make_optimizer
+from conftest import run_algorithm
+
+STEPS = 6
+SETS = (f"max_steps={STEPS}", "lr=0.1", "eval_every=0", "warmup_steps=0", "epochs=1")
+
+
+def union_batch_sgd(steps: int, np: int = 2) -> dict:
+    """What `sync` must produce: one process, each step's batch = the union of the workers' batches."""
+    cfg = resolve("sync", np=np, profile="tiny", overrides=dict(s.split("=") for s in SETS) | {"lr": 0.1, "max_steps": steps,
+                  "eval_every": 0, "warmup_steps": 0, "epochs": 1})
+    ds = load_dataset(cfg.train)
+    model = build_model(cfg.train, ds.input_shape, ds.num_classes)
+    opt = make_optimizer(cfg.train, model.parameters())
+    shards = [Shard(ds, np, k, cfg.train.batch_size, cfg.train.seed) for k in range(np)]
+    iters = [s.batches(0) for s in shards]
+    for _ in range(steps):
+        xs, ys = zip(*(next(it) for it in iters))
+        x, y = torch.cat(xs), torch.cat(ys)
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+    return model.state_dict()
+
+
+def assert_state_close(a: dict, b: dict, atol: float = 1e-6) -> None:
+    assert a.keys() == b.keys()
+    for k in a:
+        diff = (a[k] - b[k]).abs().max().item()
+        assert diff <= atol, f"{k}: max abs difference {diff:.3g} > {atol}"
+
+
+def test_sync_equals_single_process_union_batch(tmp_path):
+    run = run_algorithm(tmp_path, "sync", 2, *SETS)
+    assert run.status == "ok"
+    assert sorted(run.steps["rank"].unique()) == [0, 1]
+    assert run.steps.groupby("rank")["step"].max().tolist() == [STEPS, STEPS]
+    trained = torch.load(run.path / "model.pt")
+    expected = union_batch_sgd(STEPS)
+    # the check is meaningful: training moved the parameters well beyond the tolerance
+    init = build_model(resolve("sync", profile="tiny").train, (1, 8, 8), 10).state_dict()
+    assert max((trained[k] - init[k]).abs().max().item() for k in init) > 1e-3
+    assert_state_close(trained, expected)
+
+
+def test_ddp_matches_sync(tmp_path):
+    sync = run_algorithm(tmp_path, "sync", 2, *SETS)
+    ddp = run_algorithm(tmp_path, "ddp", 2, *SETS)
+    assert ddp.status == "ok"
+    assert_state_close(torch.load(ddp.path / "model.pt"), torch.load(sync.path / "model.pt"), atol=1e-5)
+    # both saw the same batches: identical first-step losses on each rank
+    a = sync.steps.sort_values(["rank", "step"])["loss"].to_numpy()
+    b = ddp.steps.sort_values(["rank", "step"])["loss"].to_numpy()
+    assert abs(a[0] - b[0]) < 1e-6
+
+
+def test_killed_worker_fails_the_run_without_hanging(tmp_path):
+    t0 = time.time()
+    run = run_algorithm(tmp_path, "sync", 2, "max_steps=40", "eval_every=0", "timeout_s=240",
+                        env={"BENCH_INJECT_FAULT": "1:5:kill"}, expect_ok=False)
+    assert run.extra["proc"].returncode != 0
+    assert run.status == "failed"
+    assert run.summary["reason"]
+    assert time.time() - t0 < 200, "the job should end well before its timeout"
+    # what rank 0 wrote before the failure is kept
+    assert (run.steps["rank"] == 0).sum() >= 4
+
+
+def test_raising_worker_names_rank_and_reason(tmp_path):
+    run = run_algorithm(tmp_path, "sync", 2, "max_steps=40", "eval_every=0", "timeout_s=240",
+                        env={"BENCH_INJECT_FAULT": "1:3:raise"}, expect_ok=False)
+    assert run.status == "failed"
+    assert "rank 1" in run.summary["reason"] and "injected fault" in run.summary["reason"]
