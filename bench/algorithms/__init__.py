@@ -12,8 +12,12 @@ import importlib
 from .. import BenchError
 
 _MODULES: dict[str, str] = {
+    # allreduce family (Horovod collectives)
     "sync": "sync",
     "ddp": "ddp",
+    # -- allreduce family: delayed, layerwise, localsgd, lasgd, easgd
+    # -- parameter-server family: downpour, asgd, aeasgd, eamsgd, dynsgd, agn, adag, sasgd, dcasgd
+    # -- decentralised family: sgp, adpsgd, fast
 }
 
 _CACHE: dict[str, type] = {}
