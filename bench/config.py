@@ -102,6 +102,8 @@ class TrainConfig:
         for name, value in nonneg.items():
             if value < 0:
                 raise BenchError(f"{name} must be >= 0, got {value!r}")
+        if self.nesterov and self.momentum <= 0:
+            raise BenchError(f"nesterov needs momentum > 0, got momentum={self.momentum!r}")
         if not 0.0 < self.test_fraction < 1.0:
             raise BenchError(f"test_fraction must be in (0, 1), got {self.test_fraction!r}")
         if any(h <= 0 for h in self.hidden):

@@ -1,0 +1,94 @@
+"""Configuration strictness and CLI errors (one process, nothing launched)."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench import BenchError
+from bench.config import RunConfig, parse_set, resolve
+from conftest import bench_cli
+
+
+def test_defaults_resolve_from_params_yaml():
+    cfg = resolve("sync", np=2, profile="laptop")
+    assert cfg.train.dataset == "mnist5k" and cfg.launch.np == 2 and cfg.launch.hardware == "local"
+    assert RunConfig.from_dict(cfg.to_dict()) == cfg  # config.json round-trip
+
+
+@pytest.mark.parametrize("overrides, fragment", [
+    ({"lr": -0.1}, "lr must be >= 0"),
+    ({"lr": "fast"}, "expected a number"),
+    ({"batch_size": 2.5}, "expected an integer"),
+    ({"nesterov": "True"}, "expected true or false"),
+    ({"optimizer": "rmsprop"}, "valid choices: adam, sgd"),
+    ({"dataset": "imagenet21k"}, "valid choices: cifar10, digits, imagefolder, mnist, mnist5k, synthetic"),
+    ({"model": "vgg"}, "valid choices:"),
+    ({"no_such_key": 1}, "unknown --set key 'no_such_key'"),
+    ({"nesterov": True}, "nesterov needs momentum > 0"),
+])
+def test_bad_values_are_named_with_valid_choices(overrides, fragment):
+    with pytest.raises(BenchError, match=None) as e:
+        resolve("sync", np=1, profile="laptop", overrides=overrides)
+    assert fragment in str(e.value)
+
+
+def test_unknown_algorithm_profile_and_hardware():
+    with pytest.raises(BenchError, match="unknown algorithm 'nope'; valid: .*sync"):
+        resolve("nope")
+    with pytest.raises(BenchError, match="unknown profile 'huge'; valid: .*laptop"):
+        resolve("sync", profile="huge")
+    with pytest.raises(BenchError, match="unknown hardware profile 'moon'; valid: .*local"):
+        resolve("sync", hardware="moon")
+    with pytest.raises(BenchError, match="--np must be >= 1, got 0"):
+        resolve("sync", np=0)
+
+
+def test_parse_set_reads_yaml_scalars():
+    assert parse_set(["lr=0.1", "hidden=[8, 4]", "nesterov=true", "dataset=digits"]) == {
+        "lr": 0.1, "hidden": [8, 4], "nesterov": True, "dataset": "digits"}
+    with pytest.raises(BenchError, match="key=value"):
+        parse_set(["lr"])
+
+
+def test_config_json_rejects_unknown_keys():
+    d = resolve("sync").to_dict()
+    d["train"]["learning_rate"] = 0.1
+    with pytest.raises(BenchError, match="unknown train setting 'learning_rate'"):
+        RunConfig.from_dict(d)
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["run", "nope", "--np", "2"], "unknown algorithm 'nope'"),
+    (["run", "sync", "--np", "0"], "--np must be >= 1"),
+    (["run", "sync", "--profile", "huge"], "unknown profile 'huge'"),
+    (["run", "sync", "--set", "lr=-1"], "lr must be >= 0"),
+    (["run", "sync", "--set", "lr=abc"], "'abc'"),
+    (["run", "sync", "--set", "bogus=1"], "unknown --set key 'bogus'"),
+])
+def test_cli_errors_exit_2_and_write_nothing(tmp_path, args, fragment):
+    out = tmp_path / "run"
+    proc = bench_cli(*args, "--out", str(out))
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and fragment in lines[0], proc.stderr
+    assert not out.exists()
+
+
+def test_existing_run_directory_is_not_overwritten(tmp_path):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "summary.json").write_text('{"status": "ok"}')
+    proc = bench_cli("run", "sync", "--np", "1", "--out", str(out))
+    assert proc.returncode == 2 and "already exists" in proc.stderr and "--force" in proc.stderr
+    assert (out / "summary.json").read_text() == '{"status": "ok"}'
+
+
+def test_list_names_every_algorithm_with_its_paper():
+    from bench.algorithms import get_algorithm, names
+
+    proc = bench_cli("list")
+    assert proc.returncode == 0
+    lines = proc.stdout.strip().splitlines()
+    assert len(lines) == len(names())
+    for name, line in zip(names(), lines):
+        assert line.split()[0] == name and get_algorithm(name).paper in line

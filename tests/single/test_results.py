@@ -1,0 +1,85 @@
+"""Run-directory schema: atomic writes, round-trip, corrupt files named with file and line."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bench import SCHEMA_VERSION
+from bench.config import resolve
+from bench.results import (JsonlWriter, ResultsError, load_run, load_runs, mark_failed, read_json, steps_frame,
+                           summaries_frame, write_json_atomic, write_summary)
+
+
+def make_run(path, status="ok", n_steps=3):
+    path.mkdir(parents=True)
+    write_json_atomic(path / "config.json", resolve("sync", np=2, profile="tiny").to_dict())
+    for r in range(2):
+        w = JsonlWriter(path / f"rank{r}.jsonl")
+        for s in range(1, n_steps + 1):
+            w.write({"step": s, "epoch": s / 10, "t": 0.1 * s, "samples": 16, "loss": 1.0 / s, "accuracy": 0.5,
+                     "step_s": 0.01, "compute_s": 0.008, "comm_s": 0.002, "wait_s": 0.0, "staleness": None,
+                     "bytes_sent": 100, "warmup": s == 1})
+        w.close()
+    w = JsonlWriter(path / "eval.jsonl")
+    w.write({"step": n_steps, "epoch": 1.0, "t": 1.0, "samples_seen": 96, "loss": 0.5, "accuracy": 0.8})
+    w.close()
+    if status == "ok":
+        write_summary(path, "ok", final_accuracy=0.8, final_loss=0.5, throughput=100.0)
+    return path
+
+
+def test_round_trip_to_tidy_frames(tmp_path):
+    make_run(tmp_path / "a")
+    make_run(tmp_path / "b")
+    run = load_run(tmp_path / "a")
+    assert run.status == "ok" and len(run.steps) == 6 and set(run.steps["rank"]) == {0, 1}
+    assert run.summary["schema_version"] == SCHEMA_VERSION
+    runs = load_runs(tmp_path)
+    df = steps_frame(runs)
+    assert len(df) == 12 and {"algorithm", "np", "hardware", "status", "rank", "step", "loss"} <= set(df.columns)
+    assert summaries_frame(runs)["final_accuracy"].tolist() == [0.8, 0.8]
+
+
+def test_corrupt_line_is_reported_with_file_and_line(tmp_path):
+    run = make_run(tmp_path / "a")
+    lines = (run / "rank1.jsonl").read_text().splitlines()
+    lines[1] = '{"step": 2, "loss": '
+    (run / "rank1.jsonl").write_text("\n".join(lines) + "\n")
+    with pytest.raises(ResultsError, match=r"rank1\.jsonl:2: corrupt record"):
+        load_run(run)
+
+
+def test_torn_last_line_of_a_failed_run_is_tolerated(tmp_path):
+    run = make_run(tmp_path / "a", status="none")
+    with open(run / "rank0.jsonl", "a") as f:
+        f.write('{"step": 4, "lo')
+    mark_failed(run, "rank 1: killed")
+    loaded = load_run(run)
+    assert loaded.status == "failed" and (loaded.steps["rank"] == 0).sum() == 3
+
+
+def test_mark_failed_keeps_the_first_reason_and_earlier_fields(tmp_path):
+    run = make_run(tmp_path / "a", status="none")
+    mark_failed(run, "rank 1: RuntimeError: boom")
+    mark_failed(run, "horovodrun exited with code 1", exit_code=1)
+    s = read_json(run / "summary.json")
+    assert s["status"] == "failed" and s["reason"] == "rank 1: RuntimeError: boom" and s["exit_code"] == 1
+
+
+def test_atomic_write_leaves_no_partial_file(tmp_path):
+    write_json_atomic(tmp_path / "s.json", {"a": 1})
+    with pytest.raises(TypeError):
+        write_json_atomic(tmp_path / "s.json", {"a": object()})
+    assert json.loads((tmp_path / "s.json").read_text()) == {"a": 1}
+    assert [p.name for p in tmp_path.iterdir()] == ["s.json"]
+
+
+def test_incompatible_schema_is_an_error(tmp_path):
+    run = make_run(tmp_path / "a")
+    cfg = read_json(run / "config.json")
+    cfg["schema_version"] = 999
+    write_json_atomic(run / "config.json", cfg)
+    with pytest.raises(ResultsError, match="schema_version 999"):
+        load_run(run)
