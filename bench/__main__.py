@@ -28,6 +28,10 @@ def cmd_run(args) -> int:
                   overrides=parse_set(args.set or []), study=args.study, tag=args.tag or "",
                   params_file=Path(args.params) if args.params else None)
     out = Path(args.out) if args.out else launch.default_out(cfg)
+    if args.prepare_only:
+        run_dir = launch.prepare(cfg, out, force=args.force)
+        print(" ".join(launch.horovodrun_command(cfg, run_dir / "config.json")))
+        return 0
     print(f"[bench] {cfg.algorithm} np={cfg.launch.np} ({launch.processes(cfg)} processes), profile {cfg.profile} -> {out}",
           file=sys.stderr)
     run_dir, rc = launch.run(cfg, out, force=args.force, echo=not args.quiet)
@@ -65,6 +69,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--params", help="params.yaml to read (default: the repository's)")
     r.add_argument("--force", action="store_true", help="replace an existing run directory")
     r.add_argument("--quiet", action="store_true", help="do not echo the job's output")
+    r.add_argument("--prepare-only", action="store_true",
+                   help="write the run directory's config.json and system.json and print the horovodrun command, "
+                        "without launching (for launching by hand or from a batch script)")
     r.set_defaults(func=cmd_run)
 
     t = sub.add_parser("te", help="temporal efficiency E(a, b) of run A against run B (Hermans 2017)")

@@ -71,9 +71,13 @@ def read_json(path: str | Path) -> Any:
 class JsonlWriter:
     """Append-only record file, one JSON object per line, flushed after every line."""
 
-    def __init__(self, path: str | Path):
+    def __init__(self, path: str | Path, exclusive: bool = False):
         self.path = Path(path)
-        self.f = open(self.path, "a", buffering=1)
+        try:
+            self.f = open(self.path, "x" if exclusive else "a", buffering=1)
+        except FileExistsError:
+            raise FileExistsError(f"{self.path} already exists: this run directory already holds results; "
+                                  f"prepare a new one (python -m bench run ... --prepare-only --out NEW_DIR)") from None
 
     def write(self, record: dict) -> None:
         self.f.write(json.dumps(_clean(record), separators=(",", ":")) + "\n")

@@ -132,7 +132,7 @@ class Worker:
     def train(self) -> dict:
         t = self.cfg.train
         timer = self.ctx.timer
-        writer = JsonlWriter(self.run_dir / f"rank{self.comm.rank}.jsonl")
+        writer = JsonlWriter(self.run_dir / f"rank{self.comm.rank}.jsonl", exclusive=True)
         bar = None
         if self.comm.rank == 0 and (sys.stderr.isatty() or os.environ.get("BENCH_PROGRESS") == "1"):
             from tqdm import tqdm
@@ -222,6 +222,11 @@ def main(argv: list[str] | None = None) -> int:
     cfg_path = Path(args.config).resolve()
     run_dir = cfg_path.parent
     cfg = RunConfig.from_dict(read_json(cfg_path))
+    existing = sorted(p.name for p in run_dir.iterdir() if p.name == "summary.json" or p.name.endswith(".jsonl"))
+    if existing:  # a re-launch into a finished (or failed) run: refuse before touching anything
+        print(f"error: {run_dir} already holds results ({', '.join(existing)}); prepare a new run directory "
+              f"(python -m bench run ALGO ... --prepare-only --out NEW_DIR)", file=sys.stderr)
+        return 2
     comm = Comm(cfg.launch.network_interface, cfg.launch.p2p_backend)
     try:
         Worker(cfg, run_dir, comm).run()

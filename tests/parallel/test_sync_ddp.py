@@ -81,3 +81,30 @@ def test_raising_worker_names_rank_and_reason(tmp_path):
                         env={"BENCH_INJECT_FAULT": "1:3:raise"}, expect_ok=False)
     assert run.status == "failed"
     assert "rank 1" in run.summary["reason"] and "injected fault" in run.summary["reason"]
+
+
+def test_hand_launched_job_writes_the_same_run_directory(tmp_path):
+    """`bench run --prepare-only` + `horovodrun -np 2 python -m bench.worker --config ...`, as on a cluster."""
+    import subprocess
+
+    from bench.results import load_run
+    from conftest import REPO, bench_cli
+
+    out = tmp_path / "hand"
+    proc = bench_cli("run", "sync", "--np", "2", "--profile", "tiny", "--out", str(out), "--prepare-only",
+                     "--set", "max_steps=8", "--set", "eval_every=4")
+    assert proc.returncode == 0, proc.stderr
+    cmd = proc.stdout.split()
+    assert "-np" in cmd and cmd[cmd.index("-np") + 1] == "2" and cmd[-2:] == ["--config", str(out / "config.json")]
+    assert not (out / "summary.json").exists()
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert done.returncode == 0, done.stdout[-3000:]
+    run = load_run(out)
+    assert run.status == "ok" and run.steps.groupby("rank")["step"].max().tolist() == [8, 8]
+    assert run.evals["step"].tolist() == [4, 8] and 0.0 <= run.summary["final_accuracy"] <= 1.0
+    assert run.system["hosts_by_rank"] and run.system["horovod_build"]["available"]["PyTorch"]
+    # launching again into the finished run is refused and loses nothing
+    before = (out / "summary.json").read_text()
+    again = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert again.returncode != 0 and "already holds results" in again.stdout + again.stderr
+    assert (out / "summary.json").read_text() == before
