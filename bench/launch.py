@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -114,9 +115,26 @@ def execute(cfg: RunConfig, run_dir: Path, echo: bool = True, env: dict | None =
         reason = "job ended without an ok summary"
     if reason is not None:
         mark_failed(run_dir, reason, exit_code=rc, wall_s=time.time() - t0)
+        _name_killed_rank(run_dir, tail)
         print(f"[bench] run FAILED: {read_json(summary_path).get('reason')} ({run_dir})", file=sys.stderr)
         return 1
     return 0
+
+
+def _name_killed_rank(run_dir: Path, tail) -> None:
+    """A rank killed by a signal cannot write its own reason, and its peers then fail with
+    secondary errors (e.g. "Horovod has been shut down"): when horovodrun reports that the first
+    process to fail was killed, put that rank first in the reason."""
+    text = "\n".join(tail)
+    m = re.search(r"first process to do so was:\s*Process name: (\d+)\s*Exit code: (\d+)", text)
+    if not m or int(m.group(2)) <= 128:
+        return
+    rank, code = int(m.group(1)), int(m.group(2))
+    summary = read_json(run_dir / "summary.json")
+    if not str(summary.get("reason", "")).startswith(f"rank {rank}:"):
+        summary["reason"] = f"rank {rank}: killed by signal {code - 128} (exit code {code}); then: {summary.get('reason', '')}"
+        summary["failed_rank"] = rank
+        write_json_atomic(run_dir / "summary.json", summary)
 
 
 def _kill(proc: subprocess.Popen) -> None:

@@ -16,8 +16,25 @@ _MODULES: dict[str, str] = {
     "sync": "sync",
     "ddp": "ddp",
     # -- allreduce family: delayed, layerwise, localsgd, lasgd, easgd
+    "delayed": "delayed",
+    "layerwise": "layerwise",
+    "localsgd": "localsgd",
+    "lasgd": "lasgd",
+    "easgd": "easgd",
     # -- parameter-server family: downpour, asgd, aeasgd, eamsgd, dynsgd, agn, adag, sasgd, dcasgd
+    "downpour": "downpour",
+    "asgd": "asgd",
+    "aeasgd": "aeasgd",
+    "eamsgd": "eamsgd",
+    "dynsgd": "dynsgd",
+    "agn": "agn",
+    "adag": "adag",
+    "sasgd": "sasgd",
+    "dcasgd": "dcasgd",
     # -- decentralised family: sgp, adpsgd, fast
+    "sgp": "sgp",
+    "adpsgd": "adpsgd",
+    "fast": "fast",
 }
 
 _CACHE: dict[str, type] = {}

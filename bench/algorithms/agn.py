@@ -1,0 +1,37 @@
+"""AGN: Accumulated Gradient Normalization.
+
+References:
+    Hermans, "On Scalable Deep Learning and Parallelizing Gradient Descent", master's thesis,
+    Université de Liège, 2017, chapter on Accumulated Gradient Normalization. (dist-keras
+    ships this rule under the class name ADAG; the thesis's naming is followed here.)
+
+Update rule (ALGORITHMS.md, ``agn``): pull θᵏ ← θ̃; a = 0; λ = ``communication_window`` times
+{ take a local Opt step g (θᵏ ← θᵏ + g); a += g }; commit a/λ and pull again (one round trip).
+The server applies θ̃ ← θ̃ + a/λ. λ = 1 is DOWNPOUR; the thesis's heuristic is
+λ ≈ (n + number of layers)/2.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .ps_base import PSParams, WindowAlgorithm, check_positive_int
+
+
+class AGN(WindowAlgorithm):
+    name = "agn"
+    paper = "AGN: accumulated gradient normalization, commit a/λ (Hermans 2017)"
+
+    @dataclass
+    class Params(PSParams):
+        communication_window: int = 4
+        """λ: local steps accumulated before a worker commits a/λ and pulls."""
+
+    @classmethod
+    def validate(cls, params, cfg) -> None:
+        super().validate(params, cfg)
+        check_positive_int(params, "communication_window")
+
+    def fetch_push(self):
+        lam = self.p.communication_window
+        return lam, lam, 1.0 / lam

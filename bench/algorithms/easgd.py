@@ -1,0 +1,110 @@
+"""Synchronous Elastic Averaging SGD, the centre variable replicated on every rank.
+
+References:
+    Zhang, Choromanska and LeCun, "Deep learning with Elastic Averaging SGD", NIPS 2015
+    (Algorithm 1, synchronous EASGD with communication period τ).
+    Hermans, "On Scalable Deep Learning and Parallelizing Gradient Descent", MSc thesis, 2017.
+
+Update rule (ALGORITHMS.md, ``easgd``): between syncs every worker takes local steps
+θᵏ ← Opt(θᵏ, ∇L(θᵏ; B_k)). After every λ = ``communication_window`` local steps, with
+α = ηρ (η the local optimizer's ``lr``, ρ = ``rho``):
+
+    e_k = α(θᵏ − θ̃);   θᵏ ← θᵏ − e_k;   θ̃ ← θ̃ + Σ_k e_k
+
+Σ_k e_k is one allreduce (sum) of the flattened elastic differences; θ̃ starts as rank 0's
+broadcast initial model and every rank applies the same sum, so the replicas of θ̃ stay equal.
+This is Zhang et al.'s Algorithm 1 with the elastic exchange placed after the λ-th local step
+instead of before the (λ+1)-th (the same θᵏ, without the empty exchange at t = 0).
+End of training: ``finalize`` makes one more exchange if local steps were taken since the last
+one, so that the centre includes them. ``eval_model`` returns the centre θ̃ (rank 0).
+
+Stability: the centre moves by nα(θ̄ − θ̃), which contracts only for 0 < nα < 2, and a worker
+overshoots the centre for α ≥ 1, so ``validate`` requires 0 < α < 1 and nα < 2 (paper: ρ = 5,
+β = nα = 0.9).
+
+Timing: the allreduce of the elastic differences is ``comm``; there is no ``wait``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .. import BenchError
+from .base import Algorithm, StepStats
+from .localsgd import flat_params, load_flat_
+
+
+@dataclass
+class Params:
+    rho: float = 5.0
+    """ρ: elastic force; the moving rate is α = lr·ρ (needs 0 < α < 1 and np·α < 2)."""
+    communication_window: int = 4
+    """λ (τ in the paper): local optimizer steps between two elastic exchanges."""
+
+
+class EASGD(Algorithm):
+    name = "easgd"
+    paper = "synchronous Elastic Averaging SGD, centre replicated (Zhang, Choromanska & LeCun 2015)"
+    family = "allreduce"
+    Params = Params
+
+    @classmethod
+    def validate(cls, params, cfg) -> None:
+        if params.communication_window < 1:
+            raise BenchError(f"easgd: communication_window must be an integer >= 1, got {params.communication_window!r}")
+        if params.rho <= 0:
+            raise BenchError(f"easgd: rho must be > 0, got {params.rho!r}")
+        alpha = cfg.train.lr * params.rho
+        if not 0 < alpha < 1:
+            hint = f"choose rho < {1 / cfg.train.lr:.4g}" if cfg.train.lr > 0 else "lr must be > 0"
+            raise BenchError(f"easgd: alpha = lr*rho = {cfg.train.lr}*{params.rho} = {alpha:.4g} must be in (0, 1); {hint}")
+        n = cfg.launch.np
+        if n * alpha >= 2:
+            raise BenchError(f"easgd: np*alpha = {n}*{alpha:.4g} = {n * alpha:.4g} must be < 2 (the centre update diverges); "
+                             f"choose rho < {2 / (n * cfg.train.lr):.4g}")
+
+    def setup(self, model, optimizer):
+        super().setup(model, optimizer)
+        self.comm.broadcast_parameters(model.state_dict(), root=0)  # comm:
+        self.comm.broadcast_optimizer_state(optimizer, root=0)  # comm:
+        self.alpha = self.ctx.cfg.train.lr * self.p.rho
+        self.centre = flat_params(model)  # θ̃, the same on every rank
+        self.centre_net = None
+        self.t = self.last_exchange = 0
+        self.exchanges = 0
+
+    def exchange(self) -> None:
+        theta = flat_params(self.model)
+        e = self.alpha * (theta - self.centre)
+        load_flat_(self.model, theta - e)  # θᵏ ← θᵏ − e_k
+        with self.ctx.timer.comm():
+            self.comm.allreduce_(e, name="easgd.elastic", average=False)  # comm: Σ_k e_k
+        self.centre += e  # θ̃ ← θ̃ + Σ_k e_k
+        self.last_exchange = self.t
+        self.exchanges += 1
+
+    def step(self, x, y) -> StepStats:
+        self.model.zero_grad(set_to_none=True)  # backward allocates fresh grads (no accumulate pass), as sync's optimizer does
+        stats = self.forward_backward(x, y)
+        self.optimizer.step()
+        self.t += 1
+        if self.t % self.p.communication_window == 0:
+            self.exchange()
+            stats.bytes_sent = self.centre.numel() * self.centre.element_size()
+        return stats
+
+    def finalize(self) -> None:
+        if self.t > self.last_exchange:
+            self.exchange()
+
+    def eval_model(self):
+        if self.comm.rank != 0:
+            return None
+        if self.centre_net is None:
+            self.centre_net = self.ctx.build_model()
+            self.centre_net.load_state_dict(self.model.state_dict())  # buffers; parameters set below
+        load_flat_(self.centre_net, self.centre)
+        return self.centre_net
+
+    def stats(self) -> dict:
+        return {"elastic_exchanges": self.exchanges, "alpha": self.alpha} if self.comm.rank == 0 else {}

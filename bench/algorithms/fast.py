@@ -1,0 +1,153 @@
+"""FAST: gradient exchange with neighbours on a ring or torus, and periodic restart from the best worker.
+
+References:
+    Viviani, Drocco, Baccega, Colonnelli, Aldinucci, "Deep Learning at Scale", 27th Euromicro
+    PDP 2019, pp. 124-131 (the FAST framework: workers on a 1-D ring or 2-D torus exchange
+    gradients with their neighbours, no global barrier; periodic synchronisation on the best
+    model).
+
+Update rule (ALGORITHMS.md, ``fast``), on worker i with neighbours N(i) (``topology``: a ring,
+or the most square torus, :mod:`bench.topology`), in its step t:
+
+    g_i^t = ∇L(θ_i; B_i^t);  send g_i^t to every j in N(i)
+    θ_i ← Opt(θ_i, g_i^t)                                 (its own gradient)
+    θ_i ← Opt(θ_i, g_j^{t-1}) for each j in N(i)          (the neighbours' stale gradients,
+                                                            same optimizer, same state)
+
+Every ``sync_epochs`` epochs (every round(sync_epochs · steps_per_epoch) steps, and once at
+the end) all workers evaluate, and all restart from the best worker's weights: the loss of
+each worker's model on one common selection set (the first ``sync_samples`` training samples,
+the same on every rank; never the held-out set), an allgather of the losses, and a broadcast of
+the parameters and optimizer state from the winner (lowest loss, lowest rank on ties).
+
+Inferred details (the paper's description is brief): the staleness of neighbours' gradients
+is exactly one step here (gradients of step t are sent non-blocking and applied in step t+1),
+which bounds how far a worker can run ahead of its neighbours instead of queueing unboundedly;
+there is no global barrier between syncs. Gradient messages in flight are drained and applied
+before each sync. The model evaluated is rank 0's (equal to the winner's after each sync).
+
+Observed behaviour worth knowing: there is no weight averaging, only gradient sharing, so the
+replicas are not pulled together between syncs. On a quadratic f = ½(θ−θ*)ᵀH(θ−θ*) the
+replicas evolve as θ ← θ − η((I + A) ⊗ H)(θ − θ*), A the graph's adjacency matrix; I + A has
+eigenvalue −1 on a ring of 4 (and on the 2 x 2 and 3 x 3 tori), so that disagreement mode
+grows by (1 + ηλ_H) per step (n = 2: eigenvalue 0, neutral). Held-out accuracy between syncs
+therefore degrades at np >= 4, and the periodic restart from the best worker is what keeps
+the method on track; a smaller ``sync_epochs`` helps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+from torch.nn.utils import parameters_to_vector, vector_to_parameters
+
+from .. import BenchError
+from ..topology import Ring, Torus
+from .base import Algorithm, StepStats
+
+TAG = 53
+
+
+@dataclass
+class Params:
+    topology: Literal["ring", "torus"] = "ring"
+    """Worker graph: 1-D ring, or 2-D torus (the most square rows x cols factorisation of np)."""
+    sync_epochs: float = 1.0
+    """Epochs between syncs on the best worker's weights (> 0; fractions allowed)."""
+    sync_samples: int = 256
+    """Training samples (the same on every rank) that rank the workers at a sync (> 0)."""
+
+
+class FAST(Algorithm):
+    name = "fast"
+    paper = "FAST ring/torus gradient exchange (Viviani et al., 'Deep Learning at Scale', PDP 2019)"
+    family = "decentralised"
+    Params = Params
+
+    @classmethod
+    def validate(cls, params, cfg) -> None:
+        if not params.sync_epochs > 0:
+            raise BenchError(f"fast sync_epochs must be > 0, got {params.sync_epochs}")
+        if params.sync_samples <= 0:
+            raise BenchError(f"fast sync_samples must be > 0, got {params.sync_samples}")
+
+    def setup(self, model, optimizer):
+        super().setup(model, optimizer)
+        self.comm.broadcast_parameters(model.state_dict(), root=0)  # comm: common start
+        self.comm.broadcast_optimizer_state(optimizer, root=0)  # comm:
+        n, rank = self.comm.size, self.comm.rank
+        self.graph = Ring(n) if self.p.topology == "ring" else Torus(n)
+        self.neighbours = self.graph.out_peers(rank) if n > 1 else []
+        self.p2p = self.comm.p2p() if self.neighbours else None  # comm: point-to-point transport
+        self.params = list(model.parameters())
+        self.sync_every = max(1, round(self.p.sync_epochs * self.ctx.steps_per_epoch))
+        from ..data import load_dataset
+
+        ds = load_dataset(self.ctx.cfg.train)
+        k = min(self.p.sync_samples, len(ds.x_train))
+        self.sel_x, self.sel_y = ds.x_train[:k].to(self.ctx.device), ds.y_train[:k].to(self.ctx.device)
+        self.t, self.pending, self.winners, self.synced_at = 0, None, [], -1
+
+    def _apply(self, grad: torch.Tensor) -> None:
+        vector_to_parameters(grad, [p.grad for p in self.params])
+        self.optimizer.step()
+
+    def _drain(self) -> None:
+        """Wait for the neighbours' gradients of the last step and apply them."""
+        if self.pending is None:
+            return
+        recvs, bufs, sends = self.pending
+        with self.ctx.timer.comm():
+            for h in recvs + sends:
+                h.wait()  # comm:
+        for b in bufs:
+            self._apply(b)
+        self.pending = None
+
+    def step(self, x, y) -> StepStats:
+        stats = self.forward_backward(x, y)
+        g = parameters_to_vector([p.grad for p in self.params]).detach().clone()
+        bufs = [torch.empty_like(g) for _ in self.neighbours]
+        with self.ctx.timer.comm():
+            recvs = [self.p2p.irecv(b, j, tag=TAG) for b, j in zip(bufs, self.neighbours)]  # comm: receives first
+            sends = [self.p2p.isend(g, j, tag=TAG) for j in self.neighbours]  # comm:
+        self.optimizer.step()  # own gradient
+        self._drain()  # neighbours' gradients of step t-1
+        self.pending = (recvs, bufs, sends) if self.neighbours else None
+        stats.staleness = 1.0 if self.neighbours and self.t > 0 else 0.0
+        stats.bytes_sent = len(self.neighbours) * g.numel() * g.element_size()
+        self.t += 1
+        if self.t % self.sync_every == 0:
+            stats.bytes_sent += self.sync()
+        return stats
+
+    @torch.no_grad()
+    def selection_loss(self) -> float:
+        was = self.model.training
+        self.model.eval()
+        loss = float(self.ctx.loss_fn(self.model(self.sel_x), self.sel_y))
+        self.model.train(was)
+        return loss
+
+    def sync(self) -> int:
+        """All workers evaluate; all restart from the best worker's weights. Returns bytes sent."""
+        self._drain()
+        with self.ctx.timer.comm():
+            losses = self.comm.allgather_object(self.selection_loss(), name="fast.losses")  # comm:
+            best = min(range(len(losses)), key=lambda r: (losses[r], r))
+            self.comm.broadcast_parameters(self.model.state_dict(), root=best)  # comm:
+            if self.optimizer.state_dict()["state"]:  # (Horovod would take a zero-gradient step to fill an empty state)
+                self.comm.broadcast_optimizer_state(self.optimizer, root=best)  # comm: momentum / Adam moments
+        self.winners.append(best)
+        self.synced_at = self.t
+        return self.param_bytes() if self.comm.rank == best else 0
+
+    def finalize(self) -> None:
+        self._drain()
+        if self.synced_at != self.t:
+            self.sync()  # the final model is the best worker's
+
+    def stats(self) -> dict:
+        return {"fast_syncs": len(self.winners), "fast_winners": self.winners}

@@ -1,0 +1,95 @@
+"""LASGD, Local Asynchronous SGD: model averaging that workers never wait for.
+
+References:
+    "Local Asynchronous SGD" (LASGD), arXiv:2203.13085, 2022.
+
+Update rule: INFERRED. The paper's full rule was not available; this is the reading documented
+in ALGORITHMS.md (``lasgd``). Each worker k takes local steps θᵏ ← Opt(θᵏ, ∇L(θᵏ; B_k)). Every
+λ = ``communication_window`` steps it takes a snapshot s = θᵏ and starts a non-blocking
+allreduce (mean) of a copy of s, then keeps taking local steps. When that reduction has
+completed (checked with a non-blocking poll after every step) it sets
+
+    θᵏ ← mean_j sʲ + (θᵏ − s)
+
+i.e. it moves to the average of the snapshots and keeps the progress it made while the
+reduction was in flight. At most one averaging is in flight per worker: if the previous one has
+not completed at the next sync point, the worker blocks on it (the only wait) before taking the
+next snapshot. Optimizer state stays local. Replicas are not identical between averagings;
+``stats()`` reports the largest relative distance of a snapshot from the average,
+max ‖s − mean_j sʲ‖ / ‖mean_j sʲ‖, seen by each rank (``lasgd_max_rel_gap_rank<k>``).
+
+End of training: ``finalize`` completes and applies the outstanding averaging;
+``eval_model`` evaluates the average of the replicas (an extra allreduce into a copy).
+
+Timing: taking the snapshot and launching the reduction is ``comm``; blocking on an averaging
+that has not completed by the next sync point is ``wait``.
+"""
+
+from __future__ import annotations
+
+from .base import Algorithm, StepStats
+from .localsgd import AveragedEval, Params, check_window, flat_params, load_flat_
+
+
+class LASGD(AveragedEval, Algorithm):
+    name = "lasgd"
+    paper = "Local Asynchronous SGD, overlapped non-blocking model averaging (arXiv:2203.13085, 2022)"
+    family = "allreduce"
+    Params = Params
+
+    @classmethod
+    def validate(cls, params, cfg) -> None:
+        check_window(cls.name, params)
+
+    def setup(self, model, optimizer):
+        super().setup(model, optimizer)
+        self.comm.broadcast_parameters(model.state_dict(), root=0)  # comm:
+        self.comm.broadcast_optimizer_state(optimizer, root=0)  # comm:
+        self.t = 0
+        self.handle = None
+        self.snapshot = self.mean = None
+        self.averagings = 0
+        self.waited = 0
+        self.max_gap = 0.0
+
+    def _complete(self, blocking: bool) -> None:
+        if blocking:
+            with self.ctx.timer.wait():
+                self.comm.synchronize(self.handle)  # comm: the averaging is late: block on it
+            self.waited += 1
+        else:
+            self.comm.synchronize(self.handle)  # comm: complete already (polled); releases the handle
+        theta = flat_params(self.model)
+        theta += self.mean - self.snapshot  # θ ← mean(s) + (θ − s)
+        load_flat_(self.model, theta)
+        norm = float(self.mean.norm())
+        self.max_gap = max(self.max_gap, float((self.snapshot - self.mean).norm()) / max(norm, 1e-12))
+        self.handle = None
+        self.averagings += 1
+
+    def step(self, x, y) -> StepStats:
+        self.model.zero_grad(set_to_none=True)  # backward allocates fresh grads (no accumulate pass), as sync's optimizer does
+        stats = self.forward_backward(x, y)
+        self.optimizer.step()
+        self.t += 1
+        if self.handle is not None and self.comm.poll(self.handle):  # comm: never blocks
+            self._complete(blocking=False)
+        if self.t % self.p.communication_window == 0:
+            if self.handle is not None:
+                self._complete(blocking=True)
+            with self.ctx.timer.comm():
+                self.snapshot = flat_params(self.model)
+                self.mean = self.snapshot.clone()
+                self.handle = self.comm.allreduce_async_(self.mean, name="lasgd.avg")  # comm: mean_j s_j, in flight
+            stats.bytes_sent = self.param_bytes()
+        return stats
+
+    def finalize(self) -> None:
+        if self.handle is not None:
+            self._complete(blocking=True)
+
+    def stats(self) -> dict:
+        out = {f"lasgd_max_rel_gap_rank{self.comm.rank}": self.max_gap}
+        if self.comm.rank == 0:
+            out.update(averagings=self.averagings, averagings_waited_for=self.waited)
+        return out

@@ -1,0 +1,220 @@
+"""Shared machinery of the parameter-server family (ALGORITHMS.md section 2).
+
+Placement: one dedicated server rank, the last rank of the job (``server_ranks`` = 1, so a
+PS run launches ``--np`` workers + 1 process). Worker ranks 0..np−1 train on their shards and
+talk to the server through :class:`bench.comm.ps.PSClient`; the server rank runs
+:class:`bench.comm.ps.PSServer` with the algorithm's :meth:`PSAlgorithm.server_rule`.
+
+The centre variable θ̃ is the model's parameters as one flat float32 vector (buffers such
+as BatchNorm statistics stay local to each worker). All ranks start from rank 0's broadcast
+parameters, so θ̃₀ = θᵏ₀. τ (staleness) is computed by the server from the clock the worker
+echoes (see bench/comm/ps.py) and returned with the reply; the worker stores it in
+StepStats.staleness of the step that committed. Evaluation: periodic evals on rank 0 pull θ̃
+(a non-snapshot pull, which does not disturb the worker's window); the final evaluation is
+done by the server rank on θ̃ itself (model.pt is the centre).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch.nn.utils import parameters_to_vector, vector_to_parameters
+
+from .. import BenchError
+from .base import Algorithm, StepStats
+
+
+@dataclass
+class PSParams:
+    """Settings common to every parameter-server algorithm."""
+
+    recv_timeout_s: float = 120.0
+    """Longest wait for a message (server: from any worker; worker: the server's reply) before failing the run."""
+
+
+def check_positive_int(params, *names: str) -> None:
+    for n in names:
+        v = getattr(params, n)
+        if v < 1:
+            raise BenchError(f"{n} must be an integer >= 1, got {v!r}")
+
+
+def check_range(name: str, value: float, lo: float, hi: float, lo_open: bool = False, hi_open: bool = False) -> None:
+    bad = value < lo or value > hi or (lo_open and value == lo) or (hi_open and value == hi)
+    if bad:
+        rng = f"{'(' if lo_open else '['}{lo:g}, {hi:g}{')' if hi_open else ']'}"
+        raise BenchError(f"{name} must be in {rng}, got {value!r}")
+
+
+def add_rule(centre, payload, tau, worker, pulled) -> bool:
+    """θ̃ ← θ̃ + payload (DOWNPOUR, A-SGD, (A/EAM)EASGD's elastic term, AGN's a/λ)."""
+    centre.add_(payload)
+    return True
+
+
+class PSAlgorithm(Algorithm):
+    family = "parameter-server"
+    keep_pulled = False  # the server keeps each worker's pulled θ̃ (ADAG, DC-ASGD)
+
+    @classmethod
+    def server_ranks(cls, params, np: int) -> int:
+        return 1
+
+    @classmethod
+    def validate(cls, params, cfg) -> None:
+        check_range("recv_timeout_s", params.recv_timeout_s, 0.0, float("inf"), lo_open=True)
+        if cfg.launch.p2p_backend == "nccl":
+            raise BenchError("the parameter server needs p2p_backend gloo or auto (it receives from any rank, "
+                             "which NCCL cannot); got 'nccl'")
+
+    # -- server side ---------------------------------------------------------------------
+    def server_rule(self, centre, payload, tau, worker, pulled) -> bool:
+        return add_rule(centre, payload, tau, worker, pulled)
+
+    # -- life cycle ------------------------------------------------------------------------
+    def setup(self, model, optimizer):
+        super().setup(model, optimizer)
+        self.comm.broadcast_parameters(model.state_dict(), root=0)  # comm: θ̃₀ = θᵏ₀ on every rank
+        if self.comm.p2p_backend == "auto":  # receive-from-any needs gloo; GPU tensors are staged through host memory
+            self.comm.p2p_backend = "gloo"
+        self.comm.p2p(self.p.recv_timeout_s)  # comm: open the point-to-point transport
+        from ..comm.ps import PSClient, PSServer
+
+        self.params = [p for p in model.parameters()]
+        self.numel = sum(p.numel() for p in self.params)
+        self.server_rank = self.ctx.num_workers  # the last rank
+        self._done = False
+        self.t = 0  # local steps taken
+        if self.is_server():
+            self.server = PSServer(self.flat(), list(range(self.ctx.num_workers)), self.server_rule,
+                                   keep_pulled=self.keep_pulled, timeout_s=self.p.recv_timeout_s)
+        else:
+            self.client = PSClient(self.comm.rank, self.server_rank, self.numel, timeout_s=self.p.recv_timeout_s)
+            self._buf = torch.empty(self.numel, dtype=torch.float32)
+            self._eval_model = None
+
+    def is_server(self) -> bool:
+        return self.comm.rank >= self.ctx.num_workers
+
+    def serve(self) -> None:
+        self.server.serve()
+
+    # -- helpers for workers ---------------------------------------------------------------
+    def flat(self) -> torch.Tensor:
+        return parameters_to_vector(self.params).detach().to(torch.float32).cpu()
+
+    def load(self, vec: torch.Tensor) -> None:
+        with torch.no_grad():
+            vector_to_parameters(vec.to(self.params[0].device), self.params)
+
+    def pull(self) -> None:
+        """θᵏ ← θ̃ (a window-starting pull)."""
+        with self.ctx.timer.comm():
+            self.client.pull(self._buf, snapshot=True)
+        self.load(self._buf)
+
+    def commit(self, payload: torch.Tensor, pull: bool = False) -> StepStats:
+        """Send ``payload`` to the server; with ``pull`` also θᵏ ← new θ̃. Returns the bytes and τ to record."""
+        with self.ctx.timer.comm():
+            tau = self.client.commit(payload.cpu().contiguous(), into=self._buf if pull else None)
+        if pull:
+            self.load(self._buf)
+        nbytes = payload.numel() * 4 + self.client.header_bytes
+        return StepStats(loss=0.0, correct=0, staleness=float(tau), bytes_sent=nbytes)
+
+    def local_step(self, x, y) -> StepStats:
+        stats = self.forward_backward(x, y)
+        self.optimizer.step()
+        self.t += 1
+        return stats
+
+    def flush(self) -> None:
+        """Commit what a worker still holds before saying done (override where it applies)."""
+
+    # -- evaluation and the end ------------------------------------------------------------
+    def centre_model(self, vec: torch.Tensor):
+        model = self.ctx.build_model()
+        with torch.no_grad():
+            vector_to_parameters(vec.to(next(model.parameters()).device), list(model.parameters()))
+        return model
+
+    def eval_model(self):
+        if self.is_server():
+            return self.centre_model(self.server.centre) if self._done else None
+        if self.comm.rank != 0 or self._done:
+            return None
+        with self.ctx.timer.comm():
+            self.client.pull(self._buf, snapshot=False)  # comm: θ̃ for a periodic evaluation
+        return self.centre_model(self._buf)
+
+    def finalize(self) -> None:
+        if not self.is_server() and not self._done:
+            self.flush()
+            self.client.done()  # comm: the server stops once every worker is done
+        self._done = True
+
+    def stats(self) -> dict:
+        return self.server.stats() if self.is_server() else {}
+
+
+def merge(a: StepStats, b: StepStats | None) -> StepStats:
+    """The local step's loss/accuracy with the commit's staleness and bytes."""
+    if b is not None:
+        a.staleness, a.bytes_sent = b.staleness, a.bytes_sent + b.bytes_sent
+    return a
+
+
+class WindowAlgorithm(PSAlgorithm):
+    """Pull every ``n_fetch`` steps, local Opt steps, commit ``scale`` × the accumulated change every ``n_push``.
+
+    DOWNPOUR (any n_fetch, n_push), A-SGD (both = n_sync), DynSGD (both = λ, scale 1),
+    AGN / ADAG (both = λ, scale 1/λ). A commit that coincides with the next pull is one
+    round trip (commit + pull).
+    """
+
+    def fetch_push(self) -> tuple[int, int, float]:
+        raise NotImplementedError
+
+    def setup(self, model, optimizer):
+        super().setup(model, optimizer)
+        if not self.is_server():
+            self.acc = torch.zeros(self.numel, dtype=torch.float32)
+            self._fresh = False  # θᵏ was just pulled by the last commit
+
+    def step(self, x, y) -> StepStats:
+        n_fetch, n_push, scale = self.fetch_push()
+        if self.t % n_fetch == 0 and not self._fresh:
+            self.pull()
+        self._fresh = False
+        before = self.flat()
+        stats = self.local_step(x, y)
+        self.acc += self.flat() - before
+        if self.t % n_push == 0:
+            pull = self.t % n_fetch == 0
+            stats = merge(stats, self.commit(self.acc * scale if scale != 1.0 else self.acc, pull=pull))
+            self.acc.zero_()
+            self._fresh = pull
+        return stats
+
+    def flush(self) -> None:
+        if self.acc.abs().max() > 0:  # the tail of an unfinished push window
+            _, _, scale = self.fetch_push()
+            self.commit(self.acc * scale if scale != 1.0 else self.acc)
+            self.acc.zero_()
+
+
+class GradientAlgorithm(PSAlgorithm):
+    """Workers commit raw gradients g = ∇L(θ_bak) computed at their last pulled θ̃ (= θ_bak) and
+    get the new θ̃ back in the same round trip; the server's rule applies the step (SASGD, DC-ASGD).
+    The worker's local optimizer is not used; the server's learning rate is the run's ``lr``."""
+
+    keep_pulled = True
+
+    def step(self, x, y) -> StepStats:
+        if self.t == 0:
+            self.pull()
+        stats = self.forward_backward(x, y)
+        grad = torch.cat([p.grad.reshape(-1) for p in self.params]).to(torch.float32)
+        self.t += 1
+        return merge(stats, self.commit(grad, pull=True))

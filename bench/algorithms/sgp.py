@@ -1,0 +1,138 @@
+"""Stochastic Gradient Push: push-sum gossip over a time-varying directed exponential graph.
+
+References:
+    Assran, Loizou, Ballas, Rabbat, "Stochastic Gradient Push for Distributed Deep Learning",
+    ICML 2019 (Algorithm 1: SGP; Algorithm 2 / section 4: overlap SGP, "OSGP").
+    Kempe, Dobra, Gehrke, "Gossip-based computation of aggregate information", FOCS 2003 (push-sum).
+
+Update rule (ALGORITHMS.md, ``sgp``). Node i keeps a numerator x_i (a flat parameter vector)
+and a push-sum weight w_i (w_i = 1 at the start; all x_i equal, broadcast from rank 0); the
+model it computes with is the de-biased z_i = x_i / w_i. In round t:
+
+    g   = ∇L(z_i; B_i)                               (forward/backward at z_i)
+    x_i ← Opt(x_i, g)                                (the local optimizer steps the numerator)
+    p   = 1 / (|out_t(i)| + 1),  out_t(i) = {(i + 2^k) mod n : k in the round's exponents}
+    send (p·x_i, p·w_i) to every j in out_t(i); keep p·x_i, p·w_i; add what arrives from in_t(i)
+    z_i = x_i / w_i
+
+``peers_per_step`` exponents per round, cycling through k = 0..floor(log2(n-1))
+(:class:`bench.topology.Exponential`). The mixing matrix is column-stochastic, so Σ_i w_i = n
+and Σ_i x_i only changes by the local updates (mass conservation). ``overlap`` (OSGP): the
+messages of round t are sent non-blocking and added to x_i, w_i in round t+1, after that
+round's local update (one step of delay; mass in flight is added by :meth:`finalize`).
+Each message is one tensor [p·x_i, p·w_i]; receives are posted before sends (no deadlock).
+
+The model evaluated is the average over ranks of z_i (one allreduce at each evaluation).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch.nn.utils import parameters_to_vector, vector_to_parameters
+
+from .. import BenchError
+from ..topology import Exponential
+from .base import Algorithm, StepStats
+
+TAG = 51
+
+
+@dataclass
+class Params:
+    peers_per_step: int = 1
+    """Out-peers per round on the exponential graph, 1..floor(log2(np-1))+1 (the paper uses 1)."""
+    overlap: bool = False
+    """OSGP: send non-blocking and add the received messages one step later."""
+
+
+def averaged_model(algo: Algorithm, vec: torch.Tensor):
+    """The mean over ranks of ``vec`` (a flat parameter vector) as a model on rank 0; None elsewhere."""
+    avg = algo.comm.allreduce_(vec.clone(), name=f"{algo.name}.eval")  # comm: mean of the replicas
+    if algo.comm.rank != 0:
+        return None
+    if getattr(algo, "_eval_model", None) is None:
+        algo._eval_model = algo.ctx.build_model()
+    vector_to_parameters(avg, algo._eval_model.parameters())
+    return algo._eval_model
+
+
+class SGP(Algorithm):
+    name = "sgp"
+    paper = "Stochastic Gradient Push (Assran et al., ICML 2019)"
+    family = "decentralised"
+    Params = Params
+
+    @classmethod
+    def validate(cls, params, cfg) -> None:
+        n = cfg.launch.np
+        top = max(Exponential(n).num_exponents, 1)
+        if not 1 <= params.peers_per_step <= top:
+            raise BenchError(f"sgp peers_per_step must be in [1, {top}] for np={n}, got {params.peers_per_step}")
+
+    def setup(self, model, optimizer):
+        super().setup(model, optimizer)
+        self.comm.broadcast_parameters(model.state_dict(), root=0)  # comm: common start x_i = x_0
+        self.comm.broadcast_optimizer_state(optimizer, root=0)  # comm:
+        self.graph = Exponential(self.comm.size, self.p.peers_per_step)
+        self.p2p = self.comm.p2p() if self.comm.size > 1 else None  # comm: point-to-point transport
+        self.params = list(model.parameters())
+        x = parameters_to_vector(self.params).detach()
+        self.xw = torch.cat([x, x.new_ones(1)])  # [x_i, w_i]: one message per peer
+        self.t = 0
+        self.pending = None  # overlap: (receive handles, buffers, send handles) of the last round
+
+    def z(self) -> torch.Tensor:
+        return self.xw[:-1] / self.xw[-1]
+
+    def _load_z(self) -> None:
+        vector_to_parameters(self.z(), self.params)
+
+    def _receive_pending(self) -> None:
+        if self.pending is None:
+            return
+        recvs, bufs, sends = self.pending
+        with self.ctx.timer.comm():
+            for h in recvs + sends:
+                h.wait()  # comm: messages of the previous round
+        for b in bufs:
+            self.xw += b
+        self.pending = None
+
+    def step(self, x, y) -> StepStats:
+        stats = self.forward_backward(x, y)  # g = ∇L(z_i)
+        with torch.no_grad():
+            vector_to_parameters(self.xw[:-1], self.params)  # the optimizer steps the numerator x_i
+            self.optimizer.step()
+            self.xw[:-1] = parameters_to_vector(self.params)
+        if self.p2p is not None:
+            stats.bytes_sent = self._gossip()
+        self._load_z()
+        self.t += 1
+        return stats
+
+    def _gossip(self) -> int:
+        out, inn = self.graph.out_peers(self.comm.rank, self.t), self.graph.in_peers(self.comm.rank, self.t)
+        if self.p.overlap:
+            self._receive_pending()  # round t-1's messages, after this round's local update
+        self.xw *= self.graph.mixing_weight(self.comm.rank, self.t)
+        share = self.xw.clone() if self.p.overlap else self.xw  # overlap: xw changes while the send is in flight
+        bufs = [torch.empty_like(self.xw) for _ in inn]
+        with self.ctx.timer.comm():
+            recvs = [self.p2p.irecv(b, src, tag=TAG) for b, src in zip(bufs, inn)]  # comm: receives first
+            sends = [self.p2p.isend(share, dst, tag=TAG) for dst in out]  # comm:
+        self.pending = (recvs, bufs, sends)
+        if not self.p.overlap:
+            self._receive_pending()
+        return len(out) * share.numel() * share.element_size()
+
+    def finalize(self) -> None:
+        self._receive_pending()  # overlap: add the mass still in flight
+        self._load_z()
+
+    def eval_model(self):
+        return averaged_model(self, self.z())
+
+    def stats(self) -> dict:
+        return {"sgp_rounds": self.t}

@@ -1,0 +1,188 @@
+"""A real asynchronous parameter server over the point-to-point transport (raw tensors only).
+
+Placement: the server is a **dedicated rank** of the horovodrun job (the last rank; ``--np``
+counts workers, so a PS run launches np + 1 processes). It holds the centre variable θ̃ as
+one flat float32 vector and applies every commit the moment it arrives, with no barrier
+between workers: a receive from any worker, then the update, then the reply. One server
+serialises all commits (the single-server bottleneck: its commit rate is bounded by one
+memory pass over θ̃ per commit plus the socket copy; see ``python -m bench.perf ps``).
+Sharding θ̃ over several server ranks is not implemented.
+
+Wire protocol (every message is a fixed-size int64 header, then at most one flat vector):
+
+    worker -> server  header [MAGIC, kind, worker_rank, clock, numel, flags]     tag HDR
+                      payload float32[numel] (COMMIT only)                       tag DATA
+    server -> worker  reply  [clock, tau, updates]                               tag REPLY
+                      centre float32[numel] (PULL, or COMMIT with F_PULL)        tag CENTRE
+
+kinds: PULL, COMMIT, DONE. flags: F_SNAPSHOT (a pull that starts a new window: the server
+keeps the worker's pulled copy of θ̃ when the rule needs it, e.g. ADAG's θ̃_{t−τ}, DC-ASGD's
+θ_bak), F_PULL (a commit that also returns the new centre: one round trip instead of two).
+
+Staleness: the server keeps a clock (number of updates applied to θ̃). A pull returns the
+clock; the worker echoes the clock of its last window-starting pull in the ``clock`` field of
+its commit, and the server computes τ = clock_now − clock_at_pull, passes τ to the update
+rule (DynSGD, SASGD) and returns it in the reply, where the worker records it in its step.
+
+Validation: the server rejects (raises :class:`PSProtocolError`, which fails the run with a
+message naming the sender) a wrong magic, an unknown kind, a worker field that is not the
+sending rank, a size that is not the centre's, a clock from the future, and any message from
+a rank that is not a worker. Receives have a timeout: a worker that dies or goes silent ends
+the server with a :class:`PSTimeout` naming the ranks that had not finished, never a hang.
+"""
+
+from __future__ import annotations
+
+import datetime
+import time
+from typing import Callable
+
+import torch
+import torch.distributed as dist
+
+MAGIC = 0x50535631  # "PSV1"
+PULL, COMMIT, DONE = 1, 2, 3
+KINDS = {PULL: "PULL", COMMIT: "COMMIT", DONE: "DONE"}
+F_SNAPSHOT, F_PULL = 1, 2
+HDR, DATA, REPLY, CENTRE = 101, 102, 103, 104  # tags
+HEADER_LEN, REPLY_LEN = 6, 3
+
+# apply(centre, payload, tau, worker, pulled) -> True when θ̃ changed (the clock advances)
+UpdateRule = Callable[[torch.Tensor, torch.Tensor, int, int, "torch.Tensor | None"], bool]
+
+
+class PSProtocolError(RuntimeError):
+    """A message the server does not accept."""
+
+
+class PSTimeout(RuntimeError):
+    """No message within the receive timeout."""
+
+
+def _wait(work, timeout_s: float, what: str) -> None:
+    try:
+        work.wait(datetime.timedelta(seconds=timeout_s))  # comm:
+    except RuntimeError as e:  # gloo: timeout or a closed connection
+        raise PSTimeout(f"{what}: {e}".strip()) from e
+
+
+def check_header(h: list[int], src: int, workers: set[int], numel: int, clock: int) -> None:
+    """Raise PSProtocolError unless ``h`` (a received header) is a valid message from rank ``src``."""
+    magic, kind, worker, wclock, n, flags = h
+    if src not in workers:
+        raise PSProtocolError(f"message from rank {src}, which is not a worker (workers: {sorted(workers)})")
+    if magic != MAGIC:
+        raise PSProtocolError(f"rank {src}: bad magic {magic:#x} (expected {MAGIC:#x}): not a parameter-server message")
+    if kind not in KINDS:
+        raise PSProtocolError(f"rank {src}: unknown message kind {kind}; valid: {KINDS}")
+    if worker != src:
+        raise PSProtocolError(f"rank {src}: header claims worker {worker}")
+    if kind == COMMIT and n != numel:
+        raise PSProtocolError(f"rank {src}: commit of {n} elements, the centre has {numel}")
+    if kind == COMMIT and not 0 <= wclock <= clock:
+        raise PSProtocolError(f"rank {src}: commit based on clock {wclock}, server clock is {clock}")
+    if flags & ~(F_SNAPSHOT | F_PULL):
+        raise PSProtocolError(f"rank {src}: unknown flags {flags:#x}")
+
+
+class PSServer:
+    """Serve ``centre`` to ``workers`` until each has sent DONE; apply commits with ``rule``."""
+
+    def __init__(self, centre: torch.Tensor, workers: list[int], rule: UpdateRule, keep_pulled: bool = False,
+                 timeout_s: float = 120.0):
+        self.centre = centre.detach().clone().contiguous()
+        self.numel = self.centre.numel()
+        self.workers = set(workers)
+        self.rule, self.keep_pulled, self.timeout_s = rule, keep_pulled, timeout_s
+        self.clock = 0
+        self.commits = self.pulls = 0
+        self.taus: list[int] = []
+        self.pulled: dict[int, torch.Tensor] = {}
+        self.last_heard = {w: time.time() for w in workers}
+        self._hdr = torch.zeros(HEADER_LEN, dtype=torch.int64)
+        self._payload = torch.empty_like(self.centre)
+
+    def serve(self) -> None:
+        pending = set(self.workers)
+        while pending:
+            work = dist.irecv(self._hdr, src=None, tag=HDR)  # comm: a header from any worker
+            try:
+                _wait(work, self.timeout_s, "parameter server")
+            except PSTimeout as e:
+                now = time.time()
+                silent = ", ".join(f"rank {w} (last heard {now - self.last_heard[w]:.1f} s ago)" for w in sorted(pending))
+                raise PSTimeout(f"no message within {self.timeout_s:g} s; workers not done: {silent}; {e}") from e
+            src = work._source_rank()  # the sender of a receive-from-any (what dist.recv uses)
+            h = self._hdr.tolist()
+            check_header(h, src, self.workers, self.numel, self.clock)
+            self.last_heard[src] = time.time()
+            _, kind, _, wclock, _, flags = h
+            if kind == DONE:
+                pending.discard(src)
+                continue
+            tau = 0
+            if kind == COMMIT:
+                _wait(dist.irecv(self._payload, src=src, tag=DATA), self.timeout_s, f"payload from rank {src}")  # comm:
+                tau = self.clock - wclock
+                if self.rule(self.centre, self._payload, tau, src, self.pulled.get(src)):
+                    self.clock += 1
+                self.commits += 1
+                self.taus.append(tau)
+            reply = torch.tensor([self.clock, tau, self.commits], dtype=torch.int64)
+            dist.send(reply, dst=src, tag=REPLY)  # comm:
+            if kind == PULL or flags & F_PULL:
+                self.pulls += 1
+                dist.send(self.centre, dst=src, tag=CENTRE)  # comm:
+                if self.keep_pulled and flags & F_SNAPSHOT:
+                    self.pulled.setdefault(src, torch.empty_like(self.centre)).copy_(self.centre)
+
+    def stats(self) -> dict:
+        hist = torch.bincount(torch.tensor(self.taus, dtype=torch.int64)).tolist() if self.taus else []
+        return {"ps_commits": self.commits, "ps_updates": self.clock, "ps_pulls": self.pulls,
+                "ps_staleness_mean": (sum(self.taus) / len(self.taus)) if self.taus else None,
+                "ps_staleness_max": max(self.taus) if self.taus else None, "ps_staleness_hist": hist}
+
+
+class PSClient:
+    """A worker's end: pull the centre, commit a vector, say done."""
+
+    def __init__(self, rank: int, server: int, numel: int, timeout_s: float = 120.0):
+        self.rank, self.server, self.numel, self.timeout_s = rank, server, numel, timeout_s
+        self._reply = torch.zeros(REPLY_LEN, dtype=torch.int64)
+        self.clock = 0  # server clock returned by the last window-starting pull
+        self.header_bytes = HEADER_LEN * 8
+
+    def _header(self, kind: int, clock: int, numel: int, flags: int) -> torch.Tensor:
+        return torch.tensor([MAGIC, kind, self.rank, clock, numel, flags], dtype=torch.int64)
+
+    def _exchange(self, header: torch.Tensor, payload: torch.Tensor | None, into: torch.Tensor | None) -> tuple[int, int]:
+        rw = dist.irecv(self._reply, src=self.server, tag=REPLY)  # comm: post the receives first
+        cw = dist.irecv(into, src=self.server, tag=CENTRE) if into is not None else None  # comm:
+        dist.send(header, dst=self.server, tag=HDR)  # comm:
+        if payload is not None:
+            dist.send(payload.contiguous(), dst=self.server, tag=DATA)  # comm:
+        _wait(rw, self.timeout_s, f"rank {self.rank}: reply from the parameter server (rank {self.server})")
+        if cw is not None:
+            _wait(cw, self.timeout_s, f"rank {self.rank}: centre from the parameter server (rank {self.server})")
+        clock, tau, _ = self._reply.tolist()
+        return clock, tau
+
+    def pull(self, into: torch.Tensor, snapshot: bool = True) -> int:
+        """Copy θ̃ into ``into``; a snapshot pull starts a window (τ of the next commit counts from it)."""
+        clock, _ = self._exchange(self._header(PULL, 0, 0, F_SNAPSHOT if snapshot else 0), None, into)
+        if snapshot:
+            self.clock = clock
+        return clock
+
+    def commit(self, payload: torch.Tensor, into: torch.Tensor | None = None) -> int:
+        """Send ``payload`` for the server's rule; returns τ. With ``into``, also pull (a snapshot pull)."""
+        if payload.numel() != self.numel or payload.dtype != torch.float32:
+            raise ValueError(f"commit of {payload.numel()} {payload.dtype} elements, the centre has {self.numel} float32")
+        flags = (F_PULL | F_SNAPSHOT) if into is not None else 0
+        clock, tau = self._exchange(self._header(COMMIT, self.clock, self.numel, flags), payload, into)
+        if into is not None:
+            self.clock = clock
+        return tau
+
+    def done(self) -> None:
+        dist.send(self._header(DONE, 0, 0, 0), dst=self.server, tag=HDR)  # comm:

@@ -1,0 +1,161 @@
+"""Parameter-server benchmark: commits per second the server sustains, and DOWNPOUR's staleness.
+
+``python -m bench.perf ps [--sizes 1000000,10000000] [--workers 1,2,4] [--commits 40] [--repeats 3]``
+
+1. Memory-copy bandwidth of this machine (``torch`` copy of the largest centre, median of
+   repeats): the reference. One commit makes the server move at least 4N bytes through
+   memory (receive the payload) and then read 8N / write 4N bytes (θ̃ += Δ), so
+   bandwidth / 4N commits/s is a loose upper bound on what one server rank could do.
+2. For each centre size N and worker count n: a real horovodrun job (n workers + 1 server
+   rank) in which every worker sends ``--commits`` commits back to back, first commit-only,
+   then commit + pull (DOWNPOUR with λ = 1: 4N bytes in, 4N out); the server times the
+   applies. Median over ``--repeats`` rounds; printed with the payload bandwidth and its
+   ratio to the memory-copy bandwidth.
+3. Mean staleness τ of real ``downpour`` runs (profile tiny) at n = 2, 4 against the
+   n − 1 expected for equal-speed workers.
+
+Timings on a small shared machine are noisy: figures are medians, never pass/fail.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from . import fmt_ratio, median
+
+
+def copy_bandwidth(numel: int, repeats: int = 7) -> float:
+    """Bytes per second of a plain tensor copy (the memory-copy reference)."""
+    src, dst = torch.randn(numel), torch.empty(numel)
+    dst.copy_(src)
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        dst.copy_(src)
+        times.append(time.perf_counter() - t0)
+    return numel * 4 / median(times)
+
+
+def inner(args) -> int:
+    """Runs under horovodrun: the last rank serves, the others commit."""
+    from ..comm import Comm
+    from ..comm.ps import PSClient, PSServer
+
+    torch.set_num_threads(1)
+    comm = Comm()
+    p2p, go = comm.p2p(120), torch.zeros(1)
+    n_workers, server_rank = comm.size - 1, comm.size - 1
+    results = []
+    for numel, r, mode in [(n, r, m) for n in args.numel for r in range(args.repeats) for m in ("commit", "commit+pull")]:
+        if comm.rank == server_rank:
+            stamps = []
+
+            def rule(centre, payload, tau, worker, pulled):
+                centre.add_(payload)
+                stamps.append(time.perf_counter())
+                return True
+
+            server = PSServer(torch.zeros(numel), list(range(n_workers)), rule)
+            server.serve()
+            span = stamps[-1] - stamps[0]
+            results.append({"numel": numel, "mode": mode, "repeat": r, "commits": len(stamps),
+                            "rate": (len(stamps) - 1) / span if span > 0 else float("nan"),
+                            "tau_mean": sum(server.taus) / len(server.taus)})
+            for w in range(n_workers):  # the next round starts only when this server is gone
+                p2p.send(go, w, tag=9)  # comm:
+        else:
+            client, buf = PSClient(comm.rank, server_rank, numel), torch.empty(numel)
+            delta = torch.full((numel,), 1e-6)
+            client.pull(buf)
+            for _ in range(args.commits):
+                client.commit(delta, into=buf if mode == "commit+pull" else None)
+            client.done()
+            p2p.recv(go, server_rank, tag=9)  # comm:
+    if comm.rank == server_rank:
+        Path(args.inner).write_text(json.dumps(results))
+    comm.barrier()  # comm:
+    comm.shutdown()
+    return 0
+
+
+def server_rates(sizes: list[int], workers: int, commits: int, repeats: int) -> dict:
+    """{(numel, mode): median commits/s} from one horovodrun job with ``workers`` workers + 1 server."""
+    from ..config import REPO_ROOT
+    from ..system import horovodrun_path
+
+    with tempfile.TemporaryDirectory() as d:
+        out = Path(d) / "ps.json"
+        n = workers + 1
+        cmd = [horovodrun_path(), "-np", str(n), "-H", f"localhost:{n}", "--gloo", sys.executable, "-m", "bench.perf",
+               "ps", "--inner", str(out), "--numel", ",".join(map(str, sizes)), "--commits", str(commits), "--repeats", str(repeats)]
+        env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=str(REPO_ROOT), timeout=900)
+        if proc.returncode != 0:
+            raise RuntimeError(f"horovodrun failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
+        rows = json.loads(out.read_text())
+    return {(n, m): median([r["rate"] for r in rows if r["mode"] == m and r["numel"] == n])
+            for n in sizes for m in ("commit", "commit+pull")}
+
+
+def downpour_staleness(workers: int, steps: int) -> float:
+    from ..config import REPO_ROOT
+
+    with tempfile.TemporaryDirectory() as d:
+        out = Path(d) / "run"
+        cmd = [sys.executable, "-m", "bench", "run", "downpour", "--np", str(workers), "--profile", "tiny", "--out", str(out),
+               "--quiet", "--set", f"max_steps={steps}", "--set", "eval_every=0", "--set", "epochs=4"]
+        env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), BENCH_PROGRESS="0")
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=str(REPO_ROOT), timeout=900)
+        summary = json.loads((out / "summary.json").read_text())
+        if proc.returncode != 0 or summary.get("status") != "ok":
+            raise RuntimeError(f"downpour np={workers} failed: {summary.get('reason')}")
+        return summary["ps_staleness_mean"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.perf ps", description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="1000000,10000000", help="centre sizes (parameters), comma-separated")
+    ap.add_argument("--workers", default="1,2,4", help="worker counts, comma-separated")
+    ap.add_argument("--commits", type=int, default=40, help="commits per worker per round")
+    ap.add_argument("--repeats", type=int, default=3, help="rounds per job (the median is reported)")
+    ap.add_argument("--staleness-steps", type=int, default=120, help="steps per worker of the downpour staleness runs")
+    ap.add_argument("--inner", default="", help=argparse.SUPPRESS)
+    ap.add_argument("--numel", type=lambda v: [int(x) for x in v.split(",")], default=[], help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.inner:
+        return inner(args)
+    sizes = [int(float(s)) for s in args.sizes.split(",")]
+    workers = [int(w) for w in args.workers.split(",")]
+    torch.set_num_threads(1)
+    bw_before = copy_bandwidth(max(sizes))
+    rates = {n: server_rates(sizes, n, args.commits, args.repeats) for n in workers}
+    bw_after = copy_bandwidth(max(sizes))
+    bw = (bw_before + bw_after) / 2  # the machine is shared: the reference is taken around the server jobs
+    print(f"memory-copy bandwidth (torch copy_, {max(sizes) * 4 / 1e6:.0f} MB, median of 7): {bw_before / 1e9:.2f} GB/s "
+          f"before, {bw_after / 1e9:.2f} GB/s after the server jobs; reference = mean {bw / 1e9:.2f} GB/s")
+    print(f"{'params':>10} {'workers':>7} {'mode':>12} {'commits/s':>10} {'payload GB/s':>12} {'/ memcpy':>9} {'copy bound/s':>12}")
+    for numel in sizes:
+        for n in workers:
+            for mode in ("commit", "commit+pull"):
+                rate = rates[n][(numel, mode)]
+                payload = rate * numel * 4 * (2 if mode == "commit+pull" else 1)
+                print(f"{numel:>10} {n:>7} {mode:>12} {rate:>10.1f} {payload / 1e9:>12.2f} {fmt_ratio(payload, bw):>9} "
+                      f"{bw / (numel * 4):>12.1f}", flush=True)
+    print("downpour mean staleness (profile tiny, n_fetch = n_push = 1) against the expected n - 1:")
+    for n in [w for w in workers if w > 1]:
+        tau = downpour_staleness(n, args.staleness_steps)
+        print(f"  n={n}: mean tau {tau:.3f}  expected {n - 1}  ratio {fmt_ratio(tau, n - 1)}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,194 @@
+"""Seaborn figures of benchmark results: a DataFrame in (from :mod:`bench.metrics` / :mod:`bench.results`),
+a matplotlib Figure out. Nothing here reads paths or computes metrics; :func:`save` writes a PNG.
+
+Every function accepts an empty frame and then draws a figure that says there is no data, so an
+analysis notebook runs on partial results.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import pandas as pd
+import seaborn as sns
+
+sns.set_theme(style="whitegrid", context="notebook")
+
+
+def _empty(title: str, what: str = "no data") -> plt.Figure:
+    fig, ax = plt.subplots(figsize=(6, 3))
+    ax.text(0.5, 0.5, what, ha="center", va="center", fontsize=14, color="0.4", transform=ax.transAxes)
+    ax.set_axis_off()
+    ax.set_title(title)
+    return fig
+
+
+def _run_label(df: pd.DataFrame) -> pd.Series:
+    tag = df["tag"].fillna("") if "tag" in df else ""
+    return df["algorithm"] + " np" + df["np"].astype(str) + (("-" + tag).where(tag != "", "") if "tag" in df else "")
+
+
+def save(fig: plt.Figure, path: str | Path, dpi: int = 110) -> Path:
+    """Write ``fig`` as PNG (folders created) and return the path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=dpi, bbox_inches="tight")
+    return path
+
+
+def curves(evals: pd.DataFrame, x: str = "t", title: str = "held-out evaluation") -> plt.Figure:
+    """Held-out accuracy and loss against ``x`` (``t`` seconds or ``epoch``), one line per run."""
+    if evals.empty:
+        return _empty(title)
+    df = evals.assign(run=_run_label(evals)).sort_values(x)
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4))
+    for ax, y in zip(axes, ("accuracy", "loss")):
+        sns.lineplot(data=df, x=x, y=y, hue="run", marker="o", markersize=4, ax=ax, legend=ax is axes[1])
+        ax.set_xlabel("wall-clock seconds" if x == "t" else x)
+        ax.set_ylabel(f"held-out {y}")
+    if axes[1].get_legend():
+        sns.move_legend(axes[1], "upper left", bbox_to_anchor=(1.02, 1), title=None, fontsize=8)
+    fig.suptitle(title)
+    return fig
+
+
+def training_curves(steps: pd.DataFrame, title: str = "workers' mini-batch accuracy") -> plt.Figure:
+    """Workers' own mini-batch accuracy and loss against wall-clock seconds, one line per rank."""
+    if steps.empty:
+        return _empty(title)
+    df = steps.assign(rank=steps["rank"].astype(str))
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4))
+    for ax, y in zip(axes, ("accuracy", "loss")):
+        sns.lineplot(data=df, x="t", y=y, hue="rank", ax=ax, alpha=0.8, legend=ax is axes[1])
+        ax.set_xlabel("wall-clock seconds")
+        ax.set_ylabel(f"mini-batch {y}")
+    fig.suptitle(title)
+    return fig
+
+
+def scaling(table: pd.DataFrame, title: str = "throughput and speedup") -> plt.Figure:
+    """Throughput (with its 95% interval), speedup S(n) against the ideal, and speedup against sync, vs workers."""
+    if table.empty:
+        return _empty(title)
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4.5))
+    for algo, g in table.sort_values("np").groupby("algorithm"):
+        line = axes[0].errorbar(g["np"], g["throughput"], yerr=[g["throughput"] - g["ci_low"], g["ci_high"] - g["throughput"]],
+                                marker="o", capsize=3, label=algo)
+        axes[1].plot(g["np"], g["speedup"], marker="o", color=line[0].get_color(), label=algo)
+        axes[2].plot(g["np"], g[[c for c in g if c.startswith("vs_")][0]], marker="o", color=line[0].get_color(), label=algo)
+    ns = sorted(table["np"].unique())
+    axes[1].plot(ns, ns, "k--", lw=1, label="ideal")
+    axes[0].set_ylabel("samples / s (95% interval)")
+    axes[1].set_ylabel("speedup S(n) = T(n) / T(1)")
+    axes[2].set_ylabel("throughput / sync at the same n")
+    for ax in axes:
+        ax.set_xlabel("workers n")
+        ax.set_xticks(ns)
+    axes[2].legend(loc="upper left", bbox_to_anchor=(1.02, 1), fontsize=8)
+    fig.suptitle(title)
+    return fig
+
+
+def efficiency(table: pd.DataFrame, title: str = "scaling efficiency S(n)/n") -> plt.Figure:
+    df = table.dropna(subset=["efficiency"]) if not table.empty else table
+    if df.empty:
+        return _empty(title, "no algorithm has an np=1 run")
+    fig, ax = plt.subplots(figsize=(max(6, 0.6 * df["algorithm"].nunique() + 3), 4))
+    sns.barplot(data=df, x="algorithm", y="efficiency", hue="np", ax=ax)
+    ax.axhline(1.0, color="k", ls="--", lw=1)
+    ax.set_title(title)
+    ax.tick_params(axis="x", rotation=45)
+    return fig
+
+
+def time_split(split: pd.DataFrame, title: str = "time per step: compute / communication / wait") -> plt.Figure:
+    """Stacked bars of mean seconds per step, one bar per run."""
+    if split.empty:
+        return _empty(title)
+    df = split.assign(run=_run_label(split)).set_index("run")[["compute_s", "comm_s", "wait_s"]] * 1e3
+    df.columns = ["compute", "communication", "wait"]
+    fig, ax = plt.subplots(figsize=(max(6, 0.5 * len(df) + 3), 4.5))
+    df.plot.bar(stacked=True, ax=ax, color=sns.color_palette("deep", 3), width=0.8)
+    ax.set_ylabel("ms per step (timed steps, mean)")
+    ax.set_xlabel("")
+    ax.set_title(title)
+    ax.tick_params(axis="x", rotation=60)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1))
+    return fig
+
+
+def staleness(stale: pd.DataFrame, title: str = "staleness per commit") -> plt.Figure:
+    """Histogram of tau per run (asynchronous algorithms)."""
+    if stale.empty:
+        return _empty(title, "no run records staleness (no asynchronous algorithm ran)")
+    df = stale.assign(run=_run_label(stale))
+    runs = sorted(df["run"].unique())
+    cols = min(4, len(runs))
+    rows = -(-len(runs) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4 * cols, 3 * rows), squeeze=False)
+    for ax, run in zip(axes.flat, runs):
+        tau = df.loc[df["run"] == run, "staleness"].astype(int)
+        sns.histplot(tau, discrete=True, stat="probability", ax=ax)
+        ax.axvline(tau.mean(), color="k", ls="--", lw=1)
+        ax.set_title(f"{run} (mean {tau.mean():.2f})", fontsize=10)
+        ax.set_xlabel("tau")
+    for ax in list(axes.flat)[len(runs):]:
+        ax.set_axis_off()
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def te_heatmap(matrix: pd.DataFrame, title: str = "temporal efficiency E(row, column)") -> plt.Figure:
+    """Heatmap of a :func:`bench.metrics.te_matrix` (centred at 1: red, row better; blue, column better)."""
+    if matrix.empty:
+        return _empty(title)
+    if matrix.isna().all().all():
+        return _empty(title, "undefined for every pair: runs shorter than the window\n(pass a smaller window / stride)")
+    n = len(matrix)
+    fig, ax = plt.subplots(figsize=(max(5, 0.7 * n + 3), max(4, 0.6 * n + 2)))
+    sns.heatmap(matrix.astype(float), annot=n <= 20, fmt=".2f", cmap="RdBu_r", center=1.0, ax=ax,
+                cbar_kws={"label": "E (>1: row better)"}, annot_kws={"fontsize": 8})
+    ax.grid(False)
+    ax.set_title(title)
+    return fig
+
+
+def te_grid(grid: pd.DataFrame, param: str, title: str) -> plt.Figure:
+    """Heatmap of E(a, b) over workers n (rows) and ``param`` (columns) from :func:`bench.metrics.te_grid`."""
+    if grid.empty:
+        return _empty(title, "no configuration ran for both algorithms")
+    if grid["E"].isna().all():
+        return _empty(title, "undefined for every configuration: runs shorter than the window")
+    labelled = grid.assign(**{param: grid[param].astype(object).where(grid[param].notna(), "n/a")})
+    pivot = labelled.pivot_table(index="np", columns=param, values="E", dropna=False)
+    fig, ax = plt.subplots(figsize=(max(5, 0.8 * pivot.shape[1] + 3), max(3.5, 0.6 * pivot.shape[0] + 2)))
+    sns.heatmap(pivot, annot=True, fmt=".2f", cmap="RdBu_r", center=1.0, ax=ax, cbar_kws={"label": "E"})
+    ax.grid(False)
+    ax.set_ylabel("workers n")
+    ax.set_title(title)
+    return fig
+
+
+def hardware(table: pd.DataFrame, y: str = "throughput", title: str = "throughput across hardware") -> plt.Figure:
+    """Bars of ``y`` per algorithm and workers, one panel per hardware profile."""
+    if table.empty:
+        return _empty(title)
+    df = table.sort_values(["hardware", "algorithm", "np"]).assign(workers="np" + table["np"].astype(str))
+    g = sns.catplot(data=df, x="algorithm", y=y, hue="workers", col="hardware", kind="bar", height=4, aspect=1.4,
+                    sharey=False, hue_order=[f"np{n}" for n in sorted(table["np"].unique())])
+    g.set_ylabels({"throughput": "samples / s"}.get(y, y.replace("_", " ")))
+    g.set_xticklabels(rotation=45)
+    g.figure.suptitle(title, y=1.03)
+    return g.figure
+
+
+def status_html(status: pd.DataFrame) -> str:
+    """The run-status table as HTML, rows that are not ``ok`` highlighted (failed: red)."""
+    colours = {"ok": "", "failed": "background-color: #f8d0d0", "incomplete": "background-color: #fbe3c0",
+               "not run": "background-color: #e6e6e6"}
+    cols = [c for c in ("algorithm", "np", "tag", "hardware", "status", "reason", "wall_s", "final_accuracy") if c in status]
+    df = status[cols]
+    return (df.style.apply(lambda row: [colours.get(row["status"], "")] * len(row), axis=1)
+            .format(precision=3, na_rep="").hide(axis="index").to_html())

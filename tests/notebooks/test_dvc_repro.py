@@ -1,0 +1,82 @@
+"""End to end: `dvc repro` of the tiny `smoke` study in a temporary copy of the repository."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+
+
+def copy_repository(dst: Path) -> Path:
+    """The working tree as git sees it (tracked + untracked, not ignored), without results or DVC state."""
+    files = subprocess.run(["git", "-C", str(REPO), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                           capture_output=True, text=True, check=True).stdout.split("\0")
+    for rel in filter(None, files):
+        if rel.startswith("results/") and rel.count("/") > 1 or rel == "dvc.lock" or rel.startswith("data/prepared/"):
+            continue
+        src = REPO / rel
+        if src.is_file():
+            (dst / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dst / rel)
+    subprocess.run(["git", "init", "-q"], cwd=dst, check=True)
+    return dst
+
+
+def dvc(repo: Path, *args: str, timeout: float = 1200) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", BENCH_PROGRESS="0")
+    env.pop("PYTHONPATH", None)
+    env.pop("BENCH_PARAMS", None)
+    return subprocess.run([str(Path(sys.executable).parent / "dvc"), *args], cwd=repo, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def ran(proc) -> list[str]:
+    return re.findall(r"Running stage '([^']+)'", proc.stdout)
+
+
+@pytest.mark.timeout(2400)
+def test_dvc_repro_smoke_study_then_noop_then_one_algorithm(tmp_path):
+    repo = copy_repository(tmp_path / "repo")
+    assert dvc(repo, "config", "--local", "core.autostage", "false").returncode == 0
+    params = repo / "params.yaml"
+    params.write_text(re.sub(r"(?m)^study: laptop\b", "study: smoke", params.read_text()))
+
+    first = dvc(repo, "repro")
+    assert first.returncode == 0, first.stdout[-5000:] + first.stderr[-3000:]
+    stages = ran(first)
+    assert {"prepare", "plan", "run@sync", "run@ddp", "speedup", "convergence", "temporal_efficiency", "hardware",
+            "report"} <= set(stages)
+    study = repo / "results" / "local" / "smoke"
+    assert sorted(p.name for p in (study / "runs").glob("*/*") if p.is_dir()) == ["ddp-np2", "sync-np1", "sync-np2"]
+    speed = json.loads((study / "metrics" / "speedup.json").read_text())
+    assert speed["ok"] == 3 and speed["failed"] == 0
+    assert json.loads((study / "plan" / "localsgd.json").read_text())["status"] == "not in study"
+    report = (repo / "results" / "report.html").read_text()
+    assert "3 ok" in report and report.count("<img") >= 10
+    shown = dvc(repo, "metrics", "show", "--json")
+    assert shown.returncode == 0 and "sync-np2" in shown.stdout
+
+    t0 = time.time()
+    second = dvc(repo, "repro")
+    noop_s = time.time() - t0
+    assert second.returncode == 0 and ran(second) == [], second.stdout[-3000:]
+    print(f"no-op dvc repro: {noop_s:.1f} s")
+
+    # one algorithm's configuration changes (sync: np 1 dropped): only run@sync and the analysis run again
+    text = params.read_text()
+    assert text.count("np_by_algorithm: {sync: [1, 2]}") >= 2  # laptop's, then smoke's
+    head, _, tail = text.partition("  smoke:")
+    params.write_text(head + "  smoke:" + tail.replace("np_by_algorithm: {sync: [1, 2]}", "np_by_algorithm: {sync: [2]}", 1))
+    third = dvc(repo, "repro")
+    assert third.returncode == 0, third.stdout[-5000:]
+    assert "run@sync" in ran(third) and "run@ddp" not in ran(third) and "report" in ran(third)
+    assert sorted(p.name for p in (study / "runs").glob("*/*") if p.is_dir()) == ["ddp-np2", "sync-np2"]

@@ -1,0 +1,124 @@
+"""Every notebook executed by papermill against real run directories (fixtures: tests/notebooks/nb_fixtures.py)."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+from PIL import Image
+
+from bench.results import load_run
+from conftest import REPO, bench_cli
+from nb_fixtures import NotebookFailed, analysed, execute, results_root  # noqa: F401 (fixtures)
+
+# the session fixture launches five real runs: on a loaded 2-core machine that alone can pass the default 600 s
+pytestmark = pytest.mark.timeout(1800)
+
+
+def assert_png(path, min_side=200):
+    assert path.is_file(), f"missing figure {path}"
+    with Image.open(path) as im:
+        assert im.format == "PNG" and min(im.size) >= min_side, (path, im.size)
+        assert len(set(im.convert("L").getdata())) > 10, f"{path} looks blank"
+
+
+def test_run_notebook_launches_one_benchmark_and_shows_its_curves(tmp_path):
+    out = tmp_path / "sync-np2"
+    nb = execute("run.ipynb", tmp_path, algorithm="sync", np=2, study="nbtest", profile="tiny",
+                 overrides=["max_steps=20", "eval_every=5"], out=str(out))
+    run = load_run(out)
+    assert run.status == "ok" and run.config["launch"]["np"] == 2 and run.config["study"] == "nbtest"
+    assert sorted(run.steps["rank"].unique()) == [0, 1] and run.steps["step"].max() == 20
+    images = [o for c in nb["cells"] if c["cell_type"] == "code" for o in c.get("outputs", [])
+              if "image/png" in o.get("data", {})]
+    assert len(images) == 2  # held-out curves and workers' mini-batch curves
+
+
+def test_speedup_tables_leave_the_failed_run_out(analysed):
+    for name in ("scaling", "efficiency", "time_split"):
+        assert_png(analysed / "figures" / "speedup" / f"{name}.png")
+    table = pd.read_csv(analysed / "tables" / "speedup.csv")
+    assert sorted(zip(table["algorithm"], table["np"])) == [("ddp", 2), ("sync", 1), ("sync", 2)]
+    assert table["tag"].isna().all()  # empty tags only: the failed run (tag fault) is not aggregated
+    sync2 = table[(table.algorithm == "sync") & (table.np == 2)].iloc[0]
+    sync1 = table[(table.algorithm == "sync") & (table.np == 1)].iloc[0]
+    assert sync2.speedup == pytest.approx(sync2.throughput / sync1.throughput)
+    assert sync2.vs_sync == pytest.approx(1.0)
+    assert math.isnan(table[table.algorithm == "ddp"].iloc[0].speedup)  # no ddp np=1 run
+    split = pd.read_csv(analysed / "tables" / "time_split.csv")
+    assert ((split[["compute_share", "comm_share", "wait_share"]].sum(axis=1) - 1).abs() < 1e-9).all()
+    m = json.loads((analysed / "metrics" / "speedup.json").read_text())
+    assert m["ok"] == 3 and m["failed"] == 1
+    assert m["runs"]["sync-np2-fault"] == {"status": "failed"}
+    assert m["runs"]["sync-np2"]["throughput"] > 0
+
+
+def test_convergence_figures_and_time_to_accuracy(analysed):
+    for name in ("accuracy_time", "accuracy_epoch", "staleness"):
+        assert_png(analysed / "figures" / "convergence" / f"{name}.png")
+    conv = pd.read_csv(analysed / "tables" / "convergence.csv")
+    assert len(conv) == 3 and "sync-np2-fault" not in conv.to_string()
+    sync1 = load_run(analysed / "runs" / "sync" / "sync-np1")
+    ev = sync1.evals.sort_values("t")
+    row = conv[(conv.algorithm == "sync") & (conv.np == 1)].iloc[0]
+    hit = ev[ev.accuracy >= 0.3]
+    assert row["seconds_to_0.3"] == pytest.approx(hit.t.iloc[0]) if len(hit) else math.isnan(row["seconds_to_0.3"])
+    assert row.final_accuracy == pytest.approx(sync1.summary["final_accuracy"])
+    evals = pd.read_csv(analysed / "tables" / "eval.csv")
+    assert set(evals["run"]) == {"sync-np1", "sync-np2", "ddp-np2"}
+
+
+def test_temporal_efficiency_matrix_matches_the_cli(analysed):
+    assert_png(analysed / "figures" / "temporal_efficiency" / "te_matrix.png")
+    assert_png(analysed / "figures" / "temporal_efficiency" / "te_grid.png")
+    matrix = pd.read_csv(analysed / "tables" / "te_matrix.csv", index_col=0)
+    assert sorted(matrix.index) == ["ddp-np2", "sync-np1", "sync-np2"]
+    for k in matrix.index:
+        assert matrix.loc[k, k] == pytest.approx(1.0)
+    assert matrix.loc["sync-np2", "ddp-np2"] == pytest.approx(1 / matrix.loc["ddp-np2", "sync-np2"])
+    proc = bench_cli("te", str(analysed / "runs" / "sync" / "sync-np2"), str(analysed / "runs" / "ddp" / "ddp-np2"),
+                     "--window", "0.05", "--stride", "0.01")
+    assert proc.returncode == 0, proc.stderr
+    assert float(proc.stdout) == pytest.approx(matrix.loc["sync-np2", "ddp-np2"], rel=1e-6)
+    grid = pd.read_csv(analysed / "tables" / "te_grid.csv")
+    assert grid["np"].tolist() == [2] and grid["E"].iloc[0] == pytest.approx(matrix.loc["sync-np2", "ddp-np2"])
+    proc = bench_cli("te", str(analysed / "runs" / "sync" / "sync-np2-fault"), str(analysed / "runs" / "ddp" / "ddp-np2"))
+    assert proc.returncode == 2 and "failed" in proc.stderr
+
+
+def test_hardware_notebook_puts_machines_side_by_side(analysed):
+    assert_png(analysed / "figures" / "hardware" / "throughput.png")
+    table = pd.read_csv(analysed / "tables" / "hardware.csv")
+    assert set(table["hardware"]) == {"local", "lab2"}
+    assert table["cpu_model"].notna().all() and (table["cpu_cores"] > 0).all()
+
+
+def test_report_lists_the_failed_run_and_gathers_the_figures(analysed, tmp_path):
+    nb = execute("report.ipynb", analysed, results_dir=analysed)
+    html = tmp_path / "report.html"
+    proc = subprocess.run([sys.executable, "-m", "jupyter", "nbconvert", "--to", "html", "--no-input", "--output-dir",
+                           str(tmp_path), "--output", "report", str(analysed / "notebooks" / "report.ipynb")],
+                          capture_output=True, text=True, cwd=str(REPO), timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    text = html.read_text()
+    assert "injected fault at step 3" in text          # the failed run's reason
+    assert "1 failed" in text and "3 ok" in text
+    images = sum(1 for c in nb["cells"] for o in c.get("outputs", []) if "image/png" in o.get("data", {}))
+    assert images == 10
+
+
+def test_corrupt_results_file_stops_the_analysis_naming_it(results_root, tmp_path):
+    study = tmp_path / "local" / "corrupt"
+    src = results_root / "local" / "fixture" / "runs" / "sync" / "sync-np1"
+    dst = study / "runs" / "sync" / "sync-np1"
+    shutil.copytree(src, dst)
+    lines = (dst / "rank0.jsonl").read_text().splitlines()
+    lines[2] = lines[2][: len(lines[2]) // 2]
+    (dst / "rank0.jsonl").write_text("\n".join(lines) + "\n")
+    with pytest.raises(NotebookFailed, match=r"rank0\.jsonl:3: corrupt record"):
+        execute("speedup.ipynb", study, results_dir=study)
