@@ -334,6 +334,10 @@ def resolve(algorithm: str, *, np: int | None = None, profile: str | None = None
     train_keys, launch_keys, algo_keys = set(field_types(TrainConfig)), set(field_types(LaunchConfig)), set(field_types(algo.Params))
     for key, value in (overrides or {}).items():
         section, _, name = key.rpartition(".")
+        owners = [s for s, keys in (("train", train_keys), ("algo", algo_keys), ("launch", launch_keys)) if name in keys]
+        if not section and len(owners) > 1:
+            raise BenchError(f"ambiguous --set key {key!r} for {algorithm}: it names both "
+                             f"{' and '.join(f'{o}.{name}' for o in owners)}; write one of those")
         if section in ("", "train") and name in train_keys:
             train_values[name] = value
         elif section in ("", "algo", "params") and name in algo_keys:

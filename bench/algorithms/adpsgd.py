@@ -47,8 +47,7 @@ class ADPSGD(Algorithm):
 
     def setup(self, model, optimizer):
         super().setup(model, optimizer)
-        self.comm.broadcast_parameters(model.state_dict(), root=0)  # comm: common start
-        self.comm.broadcast_optimizer_state(optimizer, root=0)  # comm:
+        self.comm.broadcast_state(model, optimizer)  # comm: common start (parameters and optimizer state)
         self.graph = Bipartite(self.comm.size)
         self.p2p = self.comm.p2p() if self.comm.size > 1 else None  # comm: point-to-point transport
         self.params = list(model.parameters())

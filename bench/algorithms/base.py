@@ -112,7 +112,7 @@ class Algorithm:
     def forward_backward(self, x: torch.Tensor, y: torch.Tensor, model: nn.Module | None = None) -> StepStats:
         """Zero the gradients, forward, loss, backward; returns loss and the number of correct predictions."""
         model = model or self.model
-        model.zero_grad(set_to_none=False)
+        model.zero_grad(set_to_none=True)  # backward allocates fresh gradients: no accumulate pass
         out = model(x)
         loss = self.ctx.loss_fn(out, y)
         loss.backward()

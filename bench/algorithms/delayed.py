@@ -51,8 +51,7 @@ class Delayed(Algorithm):
 
     def setup(self, model, optimizer):
         super().setup(model, optimizer)
-        self.comm.broadcast_parameters(model.state_dict(), root=0)  # comm:
-        self.comm.broadcast_optimizer_state(optimizer, root=0)  # comm:
+        self.comm.broadcast_state(model, optimizer)  # comm: common start (parameters and optimizer state)
         self.params = [p for p in model.parameters() if p.requires_grad]
         n = sum(p.numel() for p in self.params)
         d = self.p.delay
@@ -80,7 +79,6 @@ class Delayed(Algorithm):
         self._apply(slot)
 
     def step(self, x, y) -> StepStats:
-        self.model.zero_grad(set_to_none=True)  # backward allocates fresh grads (no accumulate pass), as sync's optimizer does
         stats = self.forward_backward(x, y)
         slot = self.t % (self.p.delay + 1)  # free: the reduction that used it was applied at step t-1
         with self.ctx.timer.comm():

@@ -29,7 +29,7 @@ class EAMSGD(AEASGD):
     class Params(AEASGD.Params):
         momentum: float = 0.9
         """δ: Nesterov momentum of the workers' local SGD (paper: 0.99), in [0, 1). On the command line
-        ``--set algo.momentum=...`` (a bare ``momentum`` is the run's optimizer setting, unused here)."""
+        ``--set algo.momentum=...`` (a bare ``momentum`` is refused as ambiguous with the run's optimizer setting)."""
 
     @classmethod
     def validate(cls, params, cfg) -> None:

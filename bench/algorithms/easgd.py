@@ -65,8 +65,7 @@ class EASGD(Algorithm):
 
     def setup(self, model, optimizer):
         super().setup(model, optimizer)
-        self.comm.broadcast_parameters(model.state_dict(), root=0)  # comm:
-        self.comm.broadcast_optimizer_state(optimizer, root=0)  # comm:
+        self.comm.broadcast_state(model, optimizer)  # comm: common start (parameters and optimizer state)
         self.alpha = self.ctx.cfg.train.lr * self.p.rho
         self.centre = flat_params(model)  # θ̃, the same on every rank
         self.centre_net = None
@@ -84,7 +83,6 @@ class EASGD(Algorithm):
         self.exchanges += 1
 
     def step(self, x, y) -> StepStats:
-        self.model.zero_grad(set_to_none=True)  # backward allocates fresh grads (no accumulate pass), as sync's optimizer does
         stats = self.forward_backward(x, y)
         self.optimizer.step()
         self.t += 1

@@ -75,8 +75,7 @@ class FAST(Algorithm):
 
     def setup(self, model, optimizer):
         super().setup(model, optimizer)
-        self.comm.broadcast_parameters(model.state_dict(), root=0)  # comm: common start
-        self.comm.broadcast_optimizer_state(optimizer, root=0)  # comm:
+        self.comm.broadcast_state(model, optimizer)  # comm: common start (parameters and optimizer state)
         n, rank = self.comm.size, self.comm.rank
         self.graph = Ring(n) if self.p.topology == "ring" else Torus(n)
         self.neighbours = self.graph.out_peers(rank) if n > 1 else []

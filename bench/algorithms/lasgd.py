@@ -43,8 +43,7 @@ class LASGD(AveragedEval, Algorithm):
 
     def setup(self, model, optimizer):
         super().setup(model, optimizer)
-        self.comm.broadcast_parameters(model.state_dict(), root=0)  # comm:
-        self.comm.broadcast_optimizer_state(optimizer, root=0)  # comm:
+        self.comm.broadcast_state(model, optimizer)  # comm: common start (parameters and optimizer state)
         self.t = 0
         self.handle = None
         self.snapshot = self.mean = None
@@ -68,7 +67,6 @@ class LASGD(AveragedEval, Algorithm):
         self.averagings += 1
 
     def step(self, x, y) -> StepStats:
-        self.model.zero_grad(set_to_none=True)  # backward allocates fresh grads (no accumulate pass), as sync's optimizer does
         stats = self.forward_backward(x, y)
         self.optimizer.step()
         self.t += 1

@@ -72,7 +72,6 @@ class Layerwise(Algorithm):
 
     def step(self, x, y) -> StepStats:
         self.in_backward = True
-        self.model.zero_grad(set_to_none=True)  # backward allocates fresh grads (no accumulate pass), as sync's optimizer does
         stats = self.forward_backward(x, y)  # hooks launch reductions and apply completed ones
         self.in_backward = False
         while self.pending:

@@ -24,8 +24,7 @@ class Sync(Algorithm):
 
     def setup(self, model, optimizer):
         super().setup(model, optimizer)
-        self.comm.broadcast_parameters(model.state_dict(), root=0)  # comm:
-        self.comm.broadcast_optimizer_state(optimizer, root=0)  # comm:
+        self.comm.broadcast_state(model, optimizer)  # comm: common start (parameters and optimizer state)
         self.dist_opt = self.comm.distributed_optimizer(optimizer, model.named_parameters())  # comm:
 
     def step(self, x, y) -> StepStats:

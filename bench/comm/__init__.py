@@ -61,6 +61,12 @@ class Comm:
     def broadcast_optimizer_state(self, optimizer, root: int = 0) -> None:
         self.hvd.broadcast_optimizer_state(optimizer, root_rank=root)  # comm:
 
+    def broadcast_state(self, model, optimizer=None, root: int = 0) -> None:
+        """A common start: rank ``root``'s parameters and buffers (and optimizer state) on every rank."""
+        self.hvd.broadcast_parameters(model.state_dict(), root_rank=root)  # comm:
+        if optimizer is not None:
+            self.hvd.broadcast_optimizer_state(optimizer, root_rank=root)  # comm:
+
     def broadcast_object(self, obj, root: int = 0, name: str = "bench.object"):
         """Broadcast a picklable object (control data only, never training tensors).
 

@@ -32,9 +32,9 @@ def results_root(tmp_path_factory) -> Path:
     return root
 
 
-def execute(notebook: str, out_dir: Path, **parameters) -> dict:
+def execute(notebook: str, dest: Path, **parameters) -> dict:
     """papermill ``notebooks/<notebook>`` with ``parameters``; returns the executed notebook (JSON)."""
-    out = out_dir / "notebooks" / notebook
+    out = dest / "notebooks" / notebook
     out.parent.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, "-m", "papermill", "--no-progress-bar", str(REPO / "notebooks" / notebook), str(out)]
     for k, v in parameters.items():

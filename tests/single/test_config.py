@@ -43,6 +43,13 @@ def test_unknown_algorithm_profile_and_hardware():
         resolve("sync", np=0)
 
 
+def test_a_key_of_both_the_run_and_the_algorithm_must_be_qualified():
+    with pytest.raises(BenchError, match="ambiguous --set key 'momentum' for eamsgd: .*train.momentum and algo.momentum"):
+        resolve("eamsgd", overrides={"momentum": 0.5})
+    cfg = resolve("eamsgd", overrides={"algo.momentum": 0.5, "train.momentum": 0.0})
+    assert cfg.params["momentum"] == 0.5 and cfg.train.momentum == 0.0
+
+
 def test_parse_set_reads_yaml_scalars():
     assert parse_set(["lr=0.1", "hidden=[8, 4]", "nesterov=true", "dataset=digits"]) == {
         "lr": 0.1, "hidden": [8, 4], "nesterov": True, "dataset": "digits"}
