@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import functools
+import hashlib
+import json
 import os
 import platform
 import re
@@ -40,16 +42,47 @@ def horovodrun_path() -> str:
     return str(local) if local.exists() else (shutil.which("horovodrun") or "horovodrun")
 
 
+def _cache_dir() -> Path:
+    return Path(os.environ.get("BENCH_CACHE") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "distbench")
+
+
 @functools.lru_cache(maxsize=1)
 def horovod_build() -> dict:
-    """``horovodrun --check-build`` parsed: which frameworks, controllers and tensor operations are built in."""
+    """``horovodrun --check-build`` parsed: which frameworks, controllers and tensor operations are built in.
+
+    The check takes seconds (it imports every framework), so its result is cached on disk per
+    installed Horovod build (keyed by the path and modification time of its compiled library)."""
+    key = ""
+    try:
+        import horovod.torch as _ht
+
+        lib = Path(_ht.__file__).parent
+        stamp = max((f.stat().st_mtime_ns for f in lib.glob("mpi_lib*")), default=lib.stat().st_mtime_ns)
+        key = hashlib.sha256(f"{lib}:{stamp}".encode()).hexdigest()[:16]
+    except Exception:
+        pass
+    cache = _cache_dir() / f"check-build-{key}.json" if key else None
+    if cache is not None and cache.is_file():
+        try:
+            return json.loads(cache.read_text())
+        except ValueError:
+            pass
     try:
         out = subprocess.run([horovodrun_path(), "--check-build"], capture_output=True, text=True, timeout=120).stdout
     except (OSError, subprocess.TimeoutExpired) as e:
         return {"error": str(e)}
     m = re.search(r"Horovod v([\w.]+)", out)
     built = {name.strip(): mark == "X" for mark, name in re.findall(r"\[(X| )\] ([\w .-]+)", out)}
-    return {"version": m.group(1) if m else None, "available": built}
+    result = {"version": m.group(1) if m else None, "available": built}
+    if cache is not None and m:
+        try:
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            tmp = cache.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(result))
+            os.replace(tmp, cache)
+        except OSError:
+            pass
+    return result
 
 
 def _git() -> dict:

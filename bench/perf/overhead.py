@@ -38,7 +38,7 @@ def plain_loop(cfg) -> float:
             if step >= total:
                 break
             t0 = time.perf_counter()
-            opt.zero_grad(set_to_none=False)
+            opt.zero_grad()  # PyTorch default: gradients reset to None, as the worker does
             loss = torch.nn.functional.cross_entropy(model(x), y)
             loss.backward()
             opt.step()
