@@ -119,5 +119,11 @@ class Algorithm:
         correct = int((out.detach().argmax(1) == y).sum())
         return StepStats(loss=float(loss.detach()), correct=correct)
 
+    def local_step(self, x: torch.Tensor, y: torch.Tensor) -> StepStats:
+        """One step of the local optimizer on this worker's mini-batch, no communication."""
+        stats = self.forward_backward(x, y)
+        self.optimizer.step()
+        return stats
+
     def param_bytes(self, grads: bool = False) -> int:
         return sum(p.numel() * p.element_size() for p in self.model.parameters() if not grads or p.requires_grad)

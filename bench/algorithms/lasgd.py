@@ -67,8 +67,7 @@ class LASGD(AveragedEval, Algorithm):
         self.averagings += 1
 
     def step(self, x, y) -> StepStats:
-        stats = self.forward_backward(x, y)
-        self.optimizer.step()
+        stats = self.local_step(x, y)
         self.t += 1
         if self.handle is not None and self.comm.poll(self.handle):  # comm: never blocks
             self._complete(blocking=False)

@@ -96,8 +96,7 @@ class LocalSGD(AveragedEval, Algorithm):
         self.averagings += 1
 
     def step(self, x, y) -> StepStats:
-        stats = self.forward_backward(x, y)
-        self.optimizer.step()
+        stats = self.local_step(x, y)
         self.t += 1
         if self.t % self.p.communication_window == 0:
             self.average()

@@ -124,8 +124,7 @@ class PSAlgorithm(Algorithm):
         return StepStats(loss=0.0, correct=0, staleness=float(tau), bytes_sent=nbytes)
 
     def local_step(self, x, y) -> StepStats:
-        stats = self.forward_backward(x, y)
-        self.optimizer.step()
+        stats = super().local_step(x, y)
         self.t += 1
         return stats
 
