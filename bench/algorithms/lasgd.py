@@ -27,27 +27,18 @@ that has not completed by the next sync point is ``wait``.
 
 from __future__ import annotations
 
-from .base import Algorithm, StepStats
-from .localsgd import AveragedEval, Params, check_window, flat_params, load_flat_
+from .base import StepStats
+from .localsgd import WindowedAveraging, flat_params, load_flat_
 
 
-class LASGD(AveragedEval, Algorithm):
+class LASGD(WindowedAveraging):
     name = "lasgd"
     paper = "Local Asynchronous SGD, overlapped non-blocking model averaging (arXiv:2203.13085, 2022)"
-    family = "allreduce"
-    Params = Params
-
-    @classmethod
-    def validate(cls, params, cfg) -> None:
-        check_window(cls.name, params)
 
     def setup(self, model, optimizer):
         super().setup(model, optimizer)
-        self.comm.broadcast_state(model, optimizer)  # comm: common start (parameters and optimizer state)
-        self.t = 0
         self.handle = None
         self.snapshot = self.mean = None
-        self.averagings = 0
         self.waited = 0
         self.max_gap = 0.0
 

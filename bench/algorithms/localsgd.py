@@ -70,9 +70,9 @@ def check_window(name: str, params) -> None:
         raise BenchError(f"{name}: communication_window must be an integer >= 1, got {params.communication_window!r}")
 
 
-class LocalSGD(AveragedEval, Algorithm):
-    name = "localsgd"
-    paper = "local SGD / model averaging every λ steps (Povey et al. 2014; Lin et al. 2020)"
+class WindowedAveraging(AveragedEval, Algorithm):
+    """Shared by localsgd and lasgd: a common start, λ = ``communication_window`` local steps per averaging."""
+
     family = "allreduce"
     Params = Params
 
@@ -84,8 +84,16 @@ class LocalSGD(AveragedEval, Algorithm):
         super().setup(model, optimizer)
         self.comm.broadcast_state(model, optimizer)  # comm: common start (parameters and optimizer state)
         self.t = 0
-        self.last_average = 0
         self.averagings = 0
+
+
+class LocalSGD(WindowedAveraging):
+    name = "localsgd"
+    paper = "local SGD / model averaging every λ steps (Povey et al. 2014; Lin et al. 2020)"
+
+    def setup(self, model, optimizer):
+        super().setup(model, optimizer)
+        self.last_average = 0
 
     def average(self) -> None:
         vec = flat_params(self.model)
