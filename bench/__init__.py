@@ -8,3 +8,14 @@ SCHEMA_VERSION = 1
 
 class BenchError(Exception):
     """A user error: bad configuration or input. The CLI prints it on one line and exits 2."""
+
+
+def run_command(func, *args) -> int:
+    """Run a command-line handler: a BenchError becomes one ``error: ...`` line on stderr and exit code 2."""
+    import sys
+
+    try:
+        return func(*args)
+    except BenchError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from . import BenchError
+from . import BenchError, run_command
 from .algorithms import get_algorithm, names
 
 
@@ -85,11 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    try:
-        return args.func(args)
-    except BenchError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    return run_command(args.func, args)
 
 
 if __name__ == "__main__":

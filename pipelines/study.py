@@ -28,7 +28,7 @@ import yaml
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench import BenchError  # noqa: E402
+from bench import BenchError, run_command  # noqa: E402
 from bench.algorithms import get_algorithm, names  # noqa: E402
 from bench.config import field_types, load_params, resolve, TrainConfig, LaunchConfig  # noqa: E402
 
@@ -218,11 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("algorithm")
     r.set_defaults(func=cmd_run)
     args = ap.parse_args(argv)
-    try:
-        return args.func(args)
-    except BenchError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    return run_command(args.func, args)
 
 
 if __name__ == "__main__":

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 from .. import BenchError
 from .base import Algorithm, StepStats
-from .localsgd import flat_params, load_flat_
+from .localsgd import check_window, flat_params, load_flat_
 
 
 @dataclass
@@ -50,8 +50,7 @@ class EASGD(Algorithm):
 
     @classmethod
     def validate(cls, params, cfg) -> None:
-        if params.communication_window < 1:
-            raise BenchError(f"easgd: communication_window must be an integer >= 1, got {params.communication_window!r}")
+        check_window(cls.name, params)
         if params.rho <= 0:
             raise BenchError(f"easgd: rho must be > 0, got {params.rho!r}")
         alpha = cfg.train.lr * params.rho
