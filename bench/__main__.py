@@ -1,4 +1,4 @@
-"""Command line: ``python -m bench {list,run,te} ...``."""
+"""Command line: ``python -m bench {list,run,te,study} ...``."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from . import BenchError, run_command
+from . import run_command
 from .algorithms import get_algorithm, names
 
 
@@ -20,14 +20,13 @@ def cmd_list(args) -> int:
 
 def cmd_run(args) -> int:
     from . import launch
-    from .config import parse_set, resolve
+    from .layout import default_run_dir
+    from .resolve import parse_set, resolve
 
-    if args.np < 1:
-        raise BenchError(f"--np must be >= 1, got {args.np}")
     cfg = resolve(args.algorithm, np=args.np, profile=args.profile, hardware=args.hardware,
                   overrides=parse_set(args.set or []), study=args.study, tag=args.tag or "",
                   params_file=Path(args.params) if args.params else None)
-    out = Path(args.out) if args.out else launch.default_out(cfg)
+    out = Path(args.out) if args.out else default_run_dir(cfg)
     if args.prepare_only:
         run_dir = launch.prepare(cfg, out, force=args.force)
         print(" ".join(launch.horovodrun_command(cfg, run_dir / "config.json")))
@@ -45,7 +44,7 @@ def cmd_run(args) -> int:
 
 
 def cmd_te(args) -> int:
-    from .metrics import temporal_efficiency_runs
+    from .metrics.temporal import temporal_efficiency_runs
 
     value = temporal_efficiency_runs(args.run_a, args.run_b, window=args.window, stride=args.stride)
     print(f"{value:.6f}")
@@ -63,9 +62,10 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--profile", help="training profile from params.yaml (default: its `profile`)")
     r.add_argument("--hardware", help="hardware profile from pipelines/hardware/ (default: local)")
     r.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a setting or hyperparameter (repeatable)")
-    r.add_argument("--study", default="adhoc", help="study name (names results/<hardware>/<study>/)")
+    r.add_argument("--study", default="adhoc", help="study name: the run is written where the notebooks of that "
+                   "study look (results/<study>/runs/<algo>/<hardware>/)")
     r.add_argument("--tag", help="suffix of the run directory name")
-    r.add_argument("--out", help="run directory (default: results/<hardware>/<study>/<algo>-np<N>[-<tag>])")
+    r.add_argument("--out", help="run directory (default: results/<study>/runs/<algo>/<hardware>/<algo>-np<N>[-<tag>])")
     r.add_argument("--params", help="params.yaml to read (default: the repository's)")
     r.add_argument("--force", action="store_true", help="replace an existing run directory")
     r.add_argument("--quiet", action="store_true", help="do not echo the job's output")
@@ -80,6 +80,10 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--window", type=float, default=5.0, help="averaging window in seconds (default 5)")
     t.add_argument("--stride", type=float, default=1.0, help="window stride in seconds (default 1)")
     t.set_defaults(func=cmd_te)
+
+    from .study import add_parser as add_study
+
+    add_study(sub)
     return ap
 
 

@@ -19,7 +19,8 @@ import numpy as np
 import torch
 
 from . import BenchError
-from .config import REPO_ROOT, TrainConfig
+from .config import TrainConfig
+from .layout import REPO_ROOT
 
 MNIST_MEAN, MNIST_STD = 0.1307, 0.3081
 
@@ -212,9 +213,6 @@ class Shard:
     def order(self, epoch: int) -> np.ndarray:
         rng = np.random.default_rng([self.seed, 2, epoch, self.index])
         return self.indices[rng.permutation(len(self.indices))]
-
-    def batch_indices(self, epoch: int, step: int) -> np.ndarray:
-        return self.order(epoch)[step * self.batch_size:(step + 1) * self.batch_size]
 
     def batches(self, epoch: int):
         order = self.order(epoch)

@@ -22,20 +22,15 @@ from pathlib import Path
 
 from . import BenchError
 from .algorithms import get_algorithm
-from .config import REPO_ROOT, RunConfig
+from .config import RunConfig
+from .layout import REPO_ROOT, default_run_dir
 from .results import mark_failed, read_json, write_json_atomic
 from .system import collect, horovodrun_path
 
 
 def processes(cfg: RunConfig) -> int:
     """Processes horovodrun starts: the workers plus the algorithm's server ranks."""
-    algo = get_algorithm(cfg.algorithm)
-    return cfg.launch.np + algo.server_ranks(cfg.algo_params(), cfg.launch.np)
-
-
-def default_out(cfg: RunConfig, root: Path | None = None) -> Path:
-    name = f"{cfg.algorithm}-np{cfg.launch.np}" + (f"-{cfg.tag}" if cfg.tag else "")
-    return (root or REPO_ROOT / "results") / cfg.launch.hardware / cfg.study / name
+    return cfg.launch.np + get_algorithm(cfg.algorithm).server_ranks(cfg.params, cfg.launch.np)
 
 
 def horovodrun_command(cfg: RunConfig, config_path: Path) -> list[str]:
@@ -53,8 +48,9 @@ def horovodrun_command(cfg: RunConfig, config_path: Path) -> list[str]:
     return cmd + [sys.executable, "-m", "bench.worker", "--config", str(config_path)]
 
 
-def prepare(cfg: RunConfig, out: Path, force: bool = False) -> Path:
-    """Create the run directory with config.json and system.json."""
+def prepare(cfg: RunConfig, out: Path, force: bool = False, planned: Path | None = None) -> Path:
+    """Create the run directory with config.json and system.json. ``planned``: a config file written by the
+    study plan for ``cfg``, copied byte for byte (what the plan wrote is what runs)."""
     out = Path(out).resolve()
     if out.exists() and any(out.iterdir()):
         if not force:
@@ -62,7 +58,10 @@ def prepare(cfg: RunConfig, out: Path, force: bool = False) -> Path:
         shutil.rmtree(out)
     out.mkdir(parents=True, exist_ok=True)
     config_path = out / "config.json"
-    write_json_atomic(config_path, cfg.to_dict())
+    if planned is not None:
+        shutil.copyfile(planned, config_path)
+    else:
+        write_json_atomic(config_path, cfg.to_dict())
     write_json_atomic(out / "system.json", collect(horovodrun_command(cfg, config_path)))
     return out
 
@@ -85,6 +84,7 @@ def execute(cfg: RunConfig, run_dir: Path, echo: bool = True, env: dict | None =
     full_env.setdefault("BENCH_PROGRESS", "1")
     full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), full_env.get("PYTHONPATH")]))
     full_env.setdefault("HOROVOD_GLOO_TIMEOUT_SECONDS", "120")
+    full_env.update(cfg.launch.env)
     full_env.update(env or {})
     tail: collections.deque = collections.deque(maxlen=60)
     t0 = time.time()
@@ -148,6 +148,7 @@ def _kill(proc: subprocess.Popen) -> None:
             pass
 
 
-def run(cfg: RunConfig, out: Path | None = None, force: bool = False, echo: bool = True, env: dict | None = None) -> tuple[Path, int]:
-    run_dir = prepare(cfg, out or default_out(cfg), force=force)
+def run(cfg: RunConfig, out: Path | None = None, force: bool = False, echo: bool = True, env: dict | None = None,
+        planned: Path | None = None) -> tuple[Path, int]:
+    run_dir = prepare(cfg, out or default_run_dir(cfg), force=force, planned=planned)
     return run_dir, execute(cfg, run_dir, echo=echo, env=env)

@@ -13,6 +13,8 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
+from .metrics.selection import frame_keys
+
 sns.set_theme(style="whitegrid", context="notebook")
 
 
@@ -22,11 +24,6 @@ def _empty(title: str, what: str = "no data") -> plt.Figure:
     ax.set_axis_off()
     ax.set_title(title)
     return fig
-
-
-def _run_label(df: pd.DataFrame) -> pd.Series:
-    tag = df["tag"].fillna("") if "tag" in df else ""
-    return df["algorithm"] + " np" + df["np"].astype(str) + (("-" + tag).where(tag != "", "") if "tag" in df else "")
 
 
 def save(fig: plt.Figure, path: str | Path, dpi: int = 110) -> Path:
@@ -41,7 +38,7 @@ def curves(evals: pd.DataFrame, x: str = "t", title: str = "held-out evaluation"
     """Held-out accuracy and loss against ``x`` (``t`` seconds or ``epoch``), one line per run."""
     if evals.empty:
         return _empty(title)
-    df = evals.assign(run=_run_label(evals)).sort_values(x)
+    df = evals.assign(run=frame_keys(evals)).sort_values(x)
     fig, axes = plt.subplots(1, 2, figsize=(12, 4))
     for ax, y in zip(axes, ("accuracy", "loss")):
         sns.lineplot(data=df, x=x, y=y, hue="run", marker="o", markersize=4, ax=ax, legend=ax is axes[1])
@@ -106,7 +103,7 @@ def time_split(split: pd.DataFrame, title: str = "time per step: compute / commu
     """Stacked bars of mean seconds per step, one bar per run."""
     if split.empty:
         return _empty(title)
-    df = split.assign(run=_run_label(split)).set_index("run")[["compute_s", "comm_s", "wait_s"]] * 1e3
+    df = split.assign(run=frame_keys(split)).set_index("run")[["compute_s", "comm_s", "wait_s"]] * 1e3
     df.columns = ["compute", "communication", "wait"]
     fig, ax = plt.subplots(figsize=(max(6, 0.5 * len(df) + 3), 4.5))
     df.plot.bar(stacked=True, ax=ax, color=sns.color_palette("deep", 3), width=0.8)
@@ -122,7 +119,7 @@ def staleness(stale: pd.DataFrame, title: str = "staleness per commit") -> plt.F
     """Histogram of tau per run (asynchronous algorithms)."""
     if stale.empty:
         return _empty(title, "no run records staleness (no asynchronous algorithm ran)")
-    df = stale.assign(run=_run_label(stale))
+    df = stale.assign(run=frame_keys(stale))
     runs = sorted(df["run"].unique())
     cols = min(4, len(runs))
     rows = -(-len(runs) // cols)
@@ -161,12 +158,13 @@ def te_grid(grid: pd.DataFrame, param: str, title: str) -> plt.Figure:
         return _empty(title, "no configuration ran for both algorithms")
     if grid["E"].isna().all():
         return _empty(title, "undefined for every configuration: runs shorter than the window")
-    labelled = grid.assign(**{param: grid[param].astype(object).where(grid[param].notna(), "n/a")})
-    pivot = labelled.pivot_table(index="np", columns=param, values="E", dropna=False)
+    labelled = grid.assign(**{param: grid[param].astype(object).where(grid[param].notna(), "n/a")},
+                           workers=grid["hardware"] + " np" + grid["np"].astype(str))
+    pivot = labelled.pivot_table(index="workers", columns=param, values="E", dropna=False)
     fig, ax = plt.subplots(figsize=(max(5, 0.8 * pivot.shape[1] + 3), max(3.5, 0.6 * pivot.shape[0] + 2)))
     sns.heatmap(pivot, annot=True, fmt=".2f", cmap="RdBu_r", center=1.0, ax=ax, cbar_kws={"label": "E"})
     ax.grid(False)
-    ax.set_ylabel("workers n")
+    ax.set_ylabel("hardware, workers n")
     ax.set_title(title)
     return fig
 

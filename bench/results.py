@@ -188,9 +188,9 @@ def find_runs(root: str | Path) -> list[Path]:
     return sorted(p.parent for p in Path(root).rglob("config.json"))
 
 
-def load_runs(root: str | Path, include_failed: bool = True) -> list[Run]:
-    runs = [load_run(p) for p in find_runs(root)]
-    return runs if include_failed else [r for r in runs if r.status == "ok"]
+def load_runs(root: str | Path) -> list[Run]:
+    """Every run directory under ``root`` (e.g. a study's ``runs/``), failed ones included (see bench.metrics)."""
+    return [load_run(p) for p in find_runs(root)]
 
 
 def _tidy(runs: list[Run], attr: str) -> pd.DataFrame:

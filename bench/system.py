@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from .config import REPO_ROOT
+from .layout import REPO_ROOT
 
 
 def _cpu_model() -> str:

@@ -3,13 +3,12 @@
 Every step is timed by the worker loop with the device synchronised before each clock read;
 algorithms mark the parts of a step that communicate (``comm``) or wait on other workers or
 on outstanding non-blocking operations (``wait``); compute is the rest of the step. Warm-up
-steps are recorded but flagged and excluded from throughput (:mod:`bench.metrics`).
-Intervals are mean ± 1.96·std (as Horovod's synthetic benchmark reports them).
+steps are recorded but flagged and excluded from throughput (:mod:`bench.metrics.throughput`, which also
+defines the 95% interval).
 """
 
 from __future__ import annotations
 
-import math
 import time
 from contextlib import contextmanager
 
@@ -52,15 +51,3 @@ class StepTimer:
         """Return and reset the accumulated sections."""
         out, self.acc = self.acc, {k: 0.0 for k in self.KINDS}
         return out
-
-
-def mean_ci(values) -> tuple[float, float]:
-    """Mean and the half-width of its 95% interval (1.96·std, as Horovod's synthetic benchmark)."""
-    values = [float(v) for v in values]
-    if not values:
-        return float("nan"), float("nan")
-    mean = sum(values) / len(values)
-    if len(values) < 2:
-        return mean, 0.0
-    var = sum((v - mean) ** 2 for v in values) / (len(values) - 1)
-    return mean, 1.96 * math.sqrt(var)

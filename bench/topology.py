@@ -3,7 +3,7 @@
 Small, pure classes (no communication): given a node's index (its worker rank) and the
 round (step) number they say whom a node sends to, whom it receives from, and with what
 weight. Shared by ``sgp`` (:class:`Exponential`), ``adpsgd`` (:class:`Bipartite`) and
-``fast`` (:class:`Ring`, :class:`Torus`); see ALGORITHMS.md section 3.
+``fast`` (:class:`Ring`, :class:`Torus`); see docs/algorithms.md section 3.
 
 References:
     Assran, Loizou, Ballas, Rabbat, "Stochastic Gradient Push for Distributed Deep Learning",
@@ -142,11 +142,3 @@ class Bipartite(Graph):
             return 2 * q + 1 if q < num_passive else None
         j = (i // 2 - t) % num_active  # the active index whose rotation lands on this passive node
         return 2 * j
-
-
-def build(kind: str, n: int, **kwargs) -> Graph:
-    """Graph by name: ring, torus, exponential, bipartite."""
-    graphs = {"ring": Ring, "torus": Torus, "exponential": Exponential, "bipartite": Bipartite}
-    if kind not in graphs:
-        raise ValueError(f"unknown topology {kind!r}; valid: {', '.join(sorted(graphs))}")
-    return graphs[kind](n, **kwargs)

@@ -6,6 +6,11 @@ Writes ``rank<r>.jsonl`` (one record per step), ``eval.jsonl`` (held-out evaluat
 model that matters), ``model.pt`` and, on rank 0, ``summary.json``. A rank that raises marks
 the run failed (first reason wins) and exits at once, so its peers' collectives fail and
 horovodrun ends the job instead of hanging.
+
+Evaluation never runs between steps: at every ``eval_every`` steps a rank only keeps a snapshot
+(:meth:`bench.algorithms.base.Algorithm.snapshot`, a memory copy, no communication), stamped
+with the wall-clock time it was taken; the held-out evaluations of the snapshots run after the
+last step, and summary.json reports how long they took (``eval_s``).
 """
 
 from __future__ import annotations
@@ -13,21 +18,22 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import socket
 import sys
 import time
 import traceback
 from pathlib import Path
 
+import pandas as pd
 import torch
 
 from . import __version__
 from .algorithms import get_algorithm
 from .algorithms.base import Context
 from .comm import Comm
-from .config import RunConfig
 from .data import Shard, load_dataset
+from .metrics.throughput import window_throughput
 from .models import build_model, make_optimizer
+from .resolve import load_config
 from .results import JsonlWriter, mark_failed, read_json, write_json_atomic, write_summary
 from .timing import StepTimer, device_sync
 
@@ -72,31 +78,39 @@ class _LineFile:
         sys.stderr.flush()
 
 
-def pick_device(cfg: RunConfig, comm: Comm) -> torch.device:
-    want = cfg.train.device
+def pick_device(want: str, comm: Comm) -> torch.device:
     if want == "cuda" or (want == "auto" and torch.cuda.is_available()):
         if not torch.cuda.is_available():
             raise RuntimeError("device 'cuda' requested but torch.cuda.is_available() is False")
-        torch.cuda.set_device(comm.local_rank % torch.cuda.device_count())
-        return torch.device("cuda", comm.local_rank % torch.cuda.device_count())
+        index = comm.local_rank % torch.cuda.device_count()
+        torch.cuda.set_device(index)
+        return torch.device("cuda", index)
     return torch.device("cpu")
 
 
+def _progress_bar(cfg, total: int):
+    from tqdm import tqdm
+
+    tty = sys.stderr.isatty()
+    return tqdm(total=total, desc=f"{cfg.algorithm} np={cfg.launch.np}", ascii=not tty,
+                mininterval=1.0 if tty else 5.0, file=sys.stderr if tty else _LineFile())
+
+
 class Worker:
-    def __init__(self, cfg: RunConfig, run_dir: Path, comm: Comm):
+    def __init__(self, cfg, run_dir: Path, comm: Comm):
         self.cfg, self.run_dir, self.comm = cfg, run_dir, comm
         t = cfg.train
         torch.set_num_threads(t.threads)
-        self.device = pick_device(cfg, comm)
+        self.device = pick_device(t.device, comm)
         self.ds = load_dataset(t)
         if t.eval_samples:
             self.ds.x_test, self.ds.y_test = self.ds.x_test[:t.eval_samples], self.ds.y_test[:t.eval_samples]
         algo_cls = get_algorithm(cfg.algorithm)
-        params = cfg.algo_params()
-        num_workers = comm.size - algo_cls.server_ranks(params, cfg.launch.np)
+        servers = algo_cls.server_ranks(cfg.params, cfg.launch.np)
+        num_workers = comm.size - servers
         if num_workers != cfg.launch.np:
-            raise RuntimeError(f"{cfg.algorithm} with np={cfg.launch.np} needs {cfg.launch.np + algo_cls.server_ranks(params, cfg.launch.np)} "
-                               f"processes, horovodrun started {comm.size}")
+            raise RuntimeError(f"{cfg.algorithm} with np={cfg.launch.np} needs {cfg.launch.np + servers} processes, "
+                               f"horovodrun started {comm.size}")
         self.worker_index = comm.rank if comm.rank < num_workers else -1
         self.shard = Shard(self.ds, num_workers, max(self.worker_index, 0), t.batch_size, t.seed)
         total = self.shard.steps * t.epochs
@@ -106,40 +120,33 @@ class Worker:
             return build_model(t, self.ds.input_shape, self.ds.num_classes).to(self.device)
 
         self.ctx = Context(cfg=cfg, comm=comm, device=self.device, build_model=new_model,
-                           make_optimizer=lambda ps: make_optimizer(t, ps), timer=StepTimer(self.device),
+                           make_optimizer=lambda ps: make_optimizer(t, ps), dataset=self.ds, timer=StepTimer(self.device),
                            worker_index=self.worker_index, num_workers=num_workers,
                            steps_per_epoch=self.shard.steps, total_steps=self.total_steps)
         self.model = new_model()
-        self.algo = algo_cls(params, self.ctx)
+        self.algo = algo_cls(cfg.params, self.ctx)
         self.algo.setup(self.model, make_optimizer(t, self.model.parameters()))
-        self.eval_writer: JsonlWriter | None = None
-        self.samples_seen = 0
+        self.snapshots: list[tuple[dict, dict]] = []  # (record fields, snapshot) in the order taken
+        self.snapshot_s = 0.0
 
-    def log_eval(self, step: int, epoch: float, final: bool = False) -> dict | None:
-        model = self.algo.eval_model()
-        if model is None:
-            return None
-        loss, acc = evaluate(model, self.ds.x_test, self.ds.y_test, self.device)
-        rec = {"step": step, "epoch": epoch, "t": time.time() - self.t0, "samples_seen": self.samples_seen * self.ctx.num_workers,
-               "loss": loss, "accuracy": acc, "final": final, "rank": self.comm.rank}
-        if self.eval_writer is None:
-            self.eval_writer = JsonlWriter(self.run_dir / "eval.jsonl")
-        self.eval_writer.write(rec)
-        if final and self.cfg.train.save_model:
-            torch.save(model.state_dict(), self.run_dir / "model.pt")
-        return rec
+    def now(self) -> float:
+        return time.time() - self.ctx.t0
 
-    def train(self) -> dict:
+    def keep_snapshot(self, step: int) -> None:
+        t0 = time.perf_counter()
+        snap = self.algo.snapshot()
+        if snap is not None:
+            self.snapshots.append(({**self.ctx.progress(step), "t": self.now()}, snap))
+        self.snapshot_s += time.perf_counter() - t0
+
+    def train(self) -> list[tuple]:
+        """The steps of a worker rank; returns (t, step_s, samples, warmup) of every step (the throughput's input)."""
         t = self.cfg.train
         timer = self.ctx.timer
         writer = JsonlWriter(self.run_dir / f"rank{self.comm.rank}.jsonl", exclusive=True)
-        bar = None
-        if self.comm.rank == 0 and (sys.stderr.isatty() or os.environ.get("BENCH_PROGRESS") == "1"):
-            from tqdm import tqdm
-            tty = sys.stderr.isatty()
-            bar = tqdm(total=self.total_steps, desc=f"{self.cfg.algorithm} np={self.cfg.launch.np}", ascii=not tty,
-                       mininterval=1.0 if tty else 5.0, file=sys.stderr if tty else _LineFile())
-        timed_samples, timed_s = 0, 0.0
+        show = self.comm.rank == 0 and (sys.stderr.isatty() or os.environ.get("BENCH_PROGRESS") == "1")
+        bar = _progress_bar(self.cfg, self.total_steps) if show else None
+        timing: list[tuple] = []
         step = 0
         for epoch in range(t.epochs):
             for x, y in self.shard.batches(epoch):
@@ -155,12 +162,10 @@ class Worker:
                 step_s = time.perf_counter() - t_start
                 split = timer.take()
                 step += 1
-                self.samples_seen += len(y)
                 warm = step <= t.warmup_steps
-                if not warm:
-                    timed_samples += len(y)
-                    timed_s += step_s
-                writer.write({"step": step, "epoch": step / self.shard.steps, "t": time.time() - self.t0,
+                end = self.now()
+                timing.append((end, step_s, len(y), warm))
+                writer.write({"step": step, "epoch": step / self.shard.steps, "t": end,
                               "samples": len(y), "loss": stats.loss, "accuracy": stats.correct / len(y),
                               "step_s": step_s, "compute_s": max(step_s - split["comm"] - split["wait"], 0.0),
                               "comm_s": split["comm"], "wait_s": split["wait"], "staleness": stats.staleness,
@@ -169,37 +174,60 @@ class Worker:
                     bar.update(1)
                     bar.set_postfix(loss=f"{stats.loss:.3f}", refresh=False)
                 if t.eval_every and step % t.eval_every == 0 and step < self.total_steps:
-                    rec = self.log_eval(step, step / self.shard.steps)
-                    if bar is not None and rec:
-                        bar.write(f"[eval] step {step} held-out accuracy {rec['accuracy']:.4f} loss {rec['loss']:.4f}")
+                    self.keep_snapshot(step)
         if bar is not None:
             bar.close()
         writer.close()
-        return {"steps": step, "timed_samples": timed_samples, "timed_s": timed_s}
+        return timing
+
+    def evaluate_snapshots(self) -> dict | None:
+        """Evaluate every snapshot (the final one last); write eval.jsonl and model.pt; return the final record."""
+        snaps = self.snapshots + self.algo.own_snapshots()
+        snaps.sort(key=lambda s: s[0]["t"])
+        final = self.algo.snapshot()
+        snaps.append(({**self.ctx.progress(self.total_steps), "t": self.now()}, final))
+        writer, record = None, None
+        for i, (meta, snap) in enumerate(snaps):
+            model = self.algo.evaluation_model(snap)
+            if model is None:
+                continue
+            loss, acc = evaluate(model, self.ds.x_test, self.ds.y_test, self.device)
+            record = {**meta, "loss": loss, "accuracy": acc, "final": i == len(snaps) - 1, "rank": self.comm.rank}
+            writer = writer or JsonlWriter(self.run_dir / "eval.jsonl")
+            writer.write(record)
+            if record["final"] and self.cfg.train.save_model:
+                torch.save(model.state_dict(), self.run_dir / "model.pt")
+        if writer is not None:
+            writer.close()
+        return record if record and record["final"] else None
 
     def run(self) -> None:
         comm = self.comm
         comm.barrier()  # comm: a common start
-        self.t0 = comm.broadcast_object(time.time(), root=0)  # comm: one time origin for all ranks
+        self.ctx.t0 = comm.broadcast_object(time.time(), root=0)  # comm: one time origin for all ranks
         wall0 = time.time()
+        timing = []
         if self.algo.is_server():
             self.algo.serve()
-            mine = {"steps": 0, "timed_samples": 0, "timed_s": 0.0}
         else:
-            mine = self.train()
+            timing = self.train()
         self.algo.finalize()
-        final = self.log_eval(mine["steps"], self.total_steps / self.shard.steps, final=True)
-        mine.update(rank=comm.rank, host=socket.gethostname(), worker=not self.algo.is_server(), final=final,
-                    stats=self.algo.stats())
+        train_s = time.time() - wall0
+        eval0 = time.time()
+        final = self.evaluate_snapshots()
+        eval_s = time.time() - eval0
+        mine = {"rank": comm.rank, "host": os.environ.get("HOROVOD_HOSTNAME") or os.uname().nodename,
+                "worker": not self.algo.is_server(), "steps": len(timing), "timing": timing, "final": final,
+                "stats": self.algo.stats(), "eval_s": eval_s, "snapshot_s": self.snapshot_s}
         gathered = comm.allgather_object(mine)  # comm: per-rank figures for the summary
         if comm.rank == 0:
-            self.write_summary(gathered, time.time() - wall0)
-        if self.eval_writer:
-            self.eval_writer.close()
+            self.write_summary(gathered, train_s, time.time() - wall0)
 
-    def write_summary(self, gathered: list[dict], wall_s: float) -> None:
+    def write_summary(self, gathered: list[dict], train_s: float, wall_s: float) -> None:
         workers = [g for g in gathered if g["worker"]]
-        per_worker = [g["timed_samples"] / g["timed_s"] for g in workers if g["timed_s"] > 0]
+        steps = pd.DataFrame([(g["rank"], *rec) for g in workers for rec in g["timing"]],
+                             columns=["rank", "t", "step_s", "samples", "warmup"])
+        tp = window_throughput(steps)
         final = next((g["final"] for g in gathered if g["final"]), None)
         extra = {}
         for g in gathered:
@@ -209,8 +237,11 @@ class Worker:
         system["hosts_by_rank"] = [g["host"] for g in sorted(gathered, key=lambda g: g["rank"])]
         write_json_atomic(sys_path, system)
         write_summary(self.run_dir, "ok", algorithm=self.cfg.algorithm, np=self.cfg.launch.np, processes=len(gathered),
-                      wall_s=wall_s, steps_per_worker=max(g["steps"] for g in workers) if workers else 0,
-                      throughput=sum(per_worker), throughput_per_worker=(sum(per_worker) / len(per_worker)) if per_worker else None,
+                      wall_s=wall_s, train_s=train_s, eval_s=max(g["eval_s"] for g in gathered),
+                      snapshot_s=max(g["snapshot_s"] for g in gathered),
+                      steps_per_worker=max(g["steps"] for g in workers) if workers else 0,
+                      throughput=tp["throughput"], throughput_ci=[tp["ci_low"], tp["ci_high"]],
+                      throughput_window_s=tp["window_s"],
                       final_accuracy=final["accuracy"] if final else None, final_loss=final["loss"] if final else None,
                       bench_version=__version__, **extra)
 
@@ -221,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     cfg_path = Path(args.config).resolve()
     run_dir = cfg_path.parent
-    cfg = RunConfig.from_dict(read_json(cfg_path))
+    cfg = load_config(cfg_path)
     existing = sorted(p.name for p in run_dir.iterdir() if p.name == "summary.json" or p.name.endswith(".jsonl"))
     if existing:  # a re-launch into a finished (or failed) run: refuse before touching anything
         print(f"error: {run_dir} already holds results ({', '.join(existing)}); prepare a new run directory "

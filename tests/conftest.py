@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
 
 
 def bench_cli(*args: str, timeout: float = 600, env: dict | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
@@ -30,12 +29,12 @@ def horovodrun(np: int, script: Path, *args: str, timeout: float = 600, env: dic
 
 
 def run_algorithm(tmp_path: Path, algorithm: str, np: int, *sets: str, profile: str = "tiny", name: str | None = None,
-                  env: dict | None = None, expect_ok: bool = True):
-    """``python -m bench run ALGO --np N --profile P --set ...`` into tmp_path; returns the loaded Run."""
+                  env: dict | None = None, expect_ok: bool = True, study: str = "adhoc", out: Path | None = None):
+    """``python -m bench run ALGO --np N --profile P --set ...`` into tmp_path/name (or ``out``); returns the loaded Run."""
     from bench.results import load_run
 
-    out = tmp_path / (name or f"{algorithm}-np{np}")
-    args = ["run", algorithm, "--np", str(np), "--profile", profile, "--out", str(out), "--quiet"]
+    out = out or tmp_path / (name or f"{algorithm}-np{np}")
+    args = ["run", algorithm, "--np", str(np), "--profile", profile, "--out", str(out), "--quiet", "--study", study]
     for s in sets:
         args += ["--set", s]
     proc = bench_cli(*args, env=env)

@@ -5,8 +5,8 @@ References:
     Université de Liège, 2017, chapter on ADAG. (dist-keras's class named ADAG implements AGN;
     this module follows the thesis.)
 
-Update rule (ALGORITHMS.md, ``adag``): workers as in ``agn`` (pull; λ local Opt steps
-accumulated in a; commit Δ = a/λ; pull). The server scales each commit element-wise by how
+Update rule (docs/algorithms.md, ``adag``): workers as in ``agn``, which this class extends (pull; λ
+local Opt steps accumulated in a; commit Δ = a/λ; pull). The server scales each commit element-wise by how
 far the centre has moved since that worker pulled it:
 
     θ̃ ← θ̃ + Δ ⊙ 1 / (γ⁻¹ (θ̃_t − θ̃_{t−τ})² + 1)
@@ -20,7 +20,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .ps_base import PSParams, WindowAlgorithm, check_positive_int, check_range
+from .agn import AGN
+from .ps_base import check_range
 
 
 def adag_update(centre, delta, pulled, gamma: float) -> None:
@@ -28,27 +29,20 @@ def adag_update(centre, delta, pulled, gamma: float) -> None:
     centre.add_(delta / ((centre - pulled).square_().div_(gamma).add_(1.0)))
 
 
-class ADAG(WindowAlgorithm):
+class ADAG(AGN):
     name = "adag"
     paper = "ADAG: asynchronous distributed adaptive gradients (Hermans 2017)"
     keep_pulled = True
 
     @dataclass
-    class Params(PSParams):
-        communication_window: int = 4
-        """λ: local steps accumulated before a worker commits a/λ and pulls."""
+    class Params(AGN.Params):
         gamma: float = 1e-4
         """γ: the centre's squared drift since the worker's pull is divided by γ (smaller γ: stronger damping)."""
 
     @classmethod
     def validate(cls, params, cfg) -> None:
         super().validate(params, cfg)
-        check_positive_int(params, "communication_window")
         check_range("gamma", params.gamma, 0.0, float("inf"), lo_open=True)
-
-    def fetch_push(self):
-        lam = self.p.communication_window
-        return lam, lam, 1.0 / lam
 
     def server_rule(self, centre, payload, tau, worker, pulled) -> bool:
         adag_update(centre, payload, pulled, self.p.gamma)

@@ -4,7 +4,7 @@ References:
     Lian, Zhang, Zhang, Liu, "Asynchronous Decentralized Parallel Stochastic Gradient Descent",
     ICML 2018 (Algorithm 1; section 5: the bipartite active/passive graph that avoids deadlock).
 
-Update rule (ALGORITHMS.md, ``adpsgd``), on worker i in its round t:
+Update rule (docs/algorithms.md, ``adpsgd``), on worker i in its round t:
 
     x̂   = x_i                                  (the model read for the gradient)
     g   = ∇L(x̂; B_i)
@@ -25,17 +25,14 @@ being sent and being averaged (one thread per worker), which is the atomicity th
 There is no global barrier: a worker waits only for its partner of the round (with an odd
 number of workers one active node sits each round out and just applies its gradient).
 
-The model evaluated is the average of the replicas (one allreduce at each evaluation).
+The model evaluated is the average of the replicas' snapshots, formed after training.
 """
 
 from __future__ import annotations
 
-import torch
-from torch.nn.utils import parameters_to_vector, vector_to_parameters
-
+from .. import vectors
 from ..topology import Bipartite
 from .base import Algorithm, StepStats
-from .sgp import averaged_model
 
 TAG = 52
 
@@ -44,6 +41,7 @@ class ADPSGD(Algorithm):
     name = "adpsgd"
     paper = "AD-PSGD, asynchronous decentralized parallel SGD (Lian et al., ICML 2018)"
     family = "decentralised"
+    averaged_evaluation = True
 
     def setup(self, model, optimizer):
         super().setup(model, optimizer)
@@ -56,15 +54,10 @@ class ADPSGD(Algorithm):
 
     def average_with(self, partner: int) -> int:
         """x_i, x_j ← (x_i + x_j)/2 with ``partner`` (who runs the same call); returns bytes sent."""
-        mine = parameters_to_vector(self.params).detach()
-        theirs = torch.empty_like(mine)
+        mine = vectors.flat(self.params)
         with self.ctx.timer.comm():
-            r = self.p2p.irecv(theirs, partner, tag=TAG)  # comm: receive first
-            s = self.p2p.isend(mine, partner, tag=TAG)  # comm:
-            r.wait()  # comm:
-            s.wait()  # comm:
-        with torch.no_grad():
-            vector_to_parameters((mine + theirs) / 2, self.params)
+            (theirs,) = self.p2p.exchange([(mine, partner)], [(mine.new_empty(mine.shape), partner)], tag=TAG).wait()  # comm:
+        vectors.assign_(self.params, (mine + theirs) / 2)
         self.averagings += 1
         return mine.numel() * mine.element_size()
 
@@ -76,9 +69,6 @@ class ADPSGD(Algorithm):
         self.optimizer.step()  # x_i ← x_i − η g on the averaged model
         self.t += 1
         return stats
-
-    def eval_model(self):
-        return averaged_model(self, parameters_to_vector(self.params).detach())
 
     def stats(self) -> dict:
         return {f"adpsgd_averagings_rank{self.comm.rank}": self.averagings}

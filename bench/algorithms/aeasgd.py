@@ -6,7 +6,7 @@ References:
     Hermans, "On Scalable Deep Learning and Parallelizing Gradient Descent", master's thesis,
     Université de Liège, 2017 (AEASGD with α = ηρ).
 
-Update rule (ALGORITHMS.md, ``aeasgd``): worker k takes λ = ``communication_window`` local
+Update rule (docs/algorithms.md, ``aeasgd``): worker k takes λ = ``communication_window`` local
 Opt steps; then pulls θ̃, computes the elastic difference E = α(θᵏ − θ̃) with α = η·ρ
 (η the run's ``lr``), moves θᵏ ← θᵏ − E and commits E; the server applies θ̃ ← θ̃ + E on
 arrival. Workers keep their own parameters between windows (they are only pulled elastically
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from .. import BenchError
 from .base import StepStats
-from .ps_base import PSAlgorithm, PSParams, check_positive_int, check_range, merge
+from .ps_base import PSAlgorithm, check_positive_int, check_range, merge
 
 
 class AEASGD(PSAlgorithm):
@@ -27,7 +27,7 @@ class AEASGD(PSAlgorithm):
     paper = "asynchronous elastic averaging SGD (Zhang, Choromanska, LeCun NIPS 2015; Hermans 2017)"
 
     @dataclass
-    class Params(PSParams):
+    class Params(PSAlgorithm.Params):
         communication_window: int = 4
         """λ: local steps between a worker's elastic exchanges with the server."""
         rho: float = 5.0

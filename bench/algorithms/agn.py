@@ -5,7 +5,7 @@ References:
     Université de Liège, 2017, chapter on Accumulated Gradient Normalization. (dist-keras
     ships this rule under the class name ADAG; the thesis's naming is followed here.)
 
-Update rule (ALGORITHMS.md, ``agn``): pull θᵏ ← θ̃; a = 0; λ = ``communication_window`` times
+Update rule (docs/algorithms.md, ``agn``): pull θᵏ ← θ̃; a = 0; λ = ``communication_window`` times
 { take a local Opt step g (θᵏ ← θᵏ + g); a += g }; commit a/λ and pull again (one round trip).
 The server applies θ̃ ← θ̃ + a/λ. λ = 1 is DOWNPOUR; the thesis's heuristic is
 λ ≈ (n + number of layers)/2.
@@ -13,25 +13,12 @@ The server applies θ̃ ← θ̃ + a/λ. λ = 1 is DOWNPOUR; the thesis's heuris
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from .ps_base import PSParams, WindowAlgorithm, check_positive_int
+from .ps_base import CommitWindow
 
 
-class AGN(WindowAlgorithm):
+class AGN(CommitWindow):
     name = "agn"
     paper = "AGN: accumulated gradient normalization, commit a/λ (Hermans 2017)"
 
-    @dataclass
-    class Params(PSParams):
-        communication_window: int = 4
-        """λ: local steps accumulated before a worker commits a/λ and pulls."""
-
-    @classmethod
-    def validate(cls, params, cfg) -> None:
-        super().validate(params, cfg)
-        check_positive_int(params, "communication_window")
-
-    def fetch_push(self):
-        lam = self.p.communication_window
-        return lam, lam, 1.0 / lam
+    def commit_scale(self) -> float:
+        return 1.0 / self.p.communication_window

@@ -2,17 +2,23 @@
 
 Life cycle on every rank of a horovodrun job::
 
-    algo = Algo(params, ctx)          # ctx: Context (config, comm, device, loss, timer, ...)
+    algo = Algo(params, ctx)          # ctx: Context (config, comm, device, data, loss, timer, ...)
     algo.setup(model, optimizer)      # broadcast initial state, wrap the optimizer, open transports
     if algo.is_server():              # parameter-server ranks (server_ranks() of them, the last ranks)
         algo.serve()                  #   serve until every worker has finished
     else:
         for each mini-batch:
             stats = algo.step(x, y)   # one local step, communicating as the algorithm requires
-            algo.eval_model()         # every eval_every steps: the model that matters, or None
+            algo.snapshot()           # every eval_every steps: a copy of what to evaluate (no communication)
     algo.finalize()                   # drain outstanding communication, produce the final model
-    algo.eval_model()                 # the model evaluated for summary.json
+    algo.own_snapshots()              # snapshots the algorithm took itself (a parameter server's centre)
+    algo.snapshot()                   # the final one
+    algo.evaluation_model(snap)       # after training, for each snapshot in order: the model to evaluate
     algo.stats()                      # extra numbers for summary.json
+
+Evaluation is off the critical path: during training a rank only copies what it will evaluate
+(:func:`bench.vectors.snapshot`); the held-out evaluations (and any communication they need, such
+as averaging the replicas) run after the last step, timed apart from the steps.
 
 A new need becomes a method here, never an ``if`` on an algorithm's name in the loop.
 """
@@ -25,25 +31,37 @@ from typing import Any, Callable, ClassVar
 import torch
 from torch import nn
 
-from ..config import NoParams
+from .. import vectors
 from ..timing import StepTimer
+
+
+@dataclass
+class NoParams:
+    """This algorithm has no hyperparameters."""
 
 
 @dataclass
 class Context:
     """What an algorithm may use besides its parameters."""
 
-    cfg: Any  # RunConfig
+    cfg: Any  # bench.config.RunConfig
     comm: Any  # bench.comm.Comm
     device: torch.device
     build_model: Callable[[], nn.Module]  # a fresh model with the run's architecture (same init seed)
     make_optimizer: Callable[[Any], torch.optim.Optimizer]  # the run's local optimizer for given parameters
+    dataset: Any = None  # bench.data.Dataset: the run's data, loaded once per rank
     loss_fn: Callable = field(default_factory=lambda: nn.CrossEntropyLoss())
     timer: StepTimer = field(default_factory=StepTimer)
-    worker_index: int = 0  # 0..num_workers-1 on worker ranks
+    worker_index: int = 0  # 0..num_workers-1 on worker ranks, -1 on server ranks
     num_workers: int = 1
     steps_per_epoch: int = 0
     total_steps: int = 0  # steps each worker will take
+    t0: float = 0.0  # the job's common time origin (time.time() of the start, the same on every rank)
+
+    def progress(self, step: int) -> dict:
+        """Record fields of worker step ``step``: epoch, and samples seen by all workers together."""
+        return {"step": step, "epoch": step / max(self.steps_per_epoch, 1),
+                "samples_seen": step * self.cfg.train.batch_size * self.num_workers}
 
 
 @dataclass
@@ -57,12 +75,15 @@ class StepStats:
 
 
 class Algorithm:
-    """Base class. Subclasses set ``name``, ``paper``, optionally ``Params``, and implement ``step``."""
+    """Base class. Subclasses set ``name``, ``paper``, optionally a nested ``Params`` dataclass, and implement ``step``."""
 
     name: ClassVar[str] = ""
     paper: ClassVar[str] = ""
     family: ClassVar[str] = "allreduce"
     Params: ClassVar[type] = NoParams
+    averaged_evaluation: ClassVar[bool] = False
+    """True when the replicas differ (local SGD, gossip): the evaluated model is the mean of every rank's
+    snapshot; False: rank 0's snapshot is the evaluated model."""
 
     def __init__(self, params, ctx: Context):
         self.p = params
@@ -70,6 +91,7 @@ class Algorithm:
         self.comm = ctx.comm
         self.model: nn.Module | None = None
         self.optimizer: torch.optim.Optimizer | None = None
+        self.eval_net = vectors.EvalNet(ctx.build_model)
 
     # -- class-level hooks, used before anything is launched ------------------------------
     @classmethod
@@ -94,15 +116,32 @@ class Algorithm:
     def step(self, x: torch.Tensor, y: torch.Tensor) -> StepStats:
         raise NotImplementedError
 
-    def eval_model(self) -> nn.Module | None:
-        """The model that matters, on the rank that evaluates it (rank 0 by default); None elsewhere.
+    def eval_params(self) -> torch.Tensor:
+        """The parameter vector this rank contributes to the evaluated model (default: its model's parameters)."""
+        return vectors.flat(self.model.parameters())
 
-        Called on every rank at the same step counts, so an implementation may use collectives.
-        """
-        return self.model if self.comm.rank == 0 else None
+    def snapshot(self) -> dict | None:
+        """A copy of what this rank contributes to the evaluated model, or None. Called between steps at the same
+        step counts on every worker rank, and once more after :meth:`finalize` on every rank; must not wait on
+        other ranks. Default: :meth:`eval_params` and the buffers, on every rank if :attr:`averaged_evaluation`,
+        else on rank 0 only."""
+        if self.averaged_evaluation or self.comm.rank == 0:
+            return vectors.snapshot(self.model, params=self.eval_params())
+        return None
+
+    def own_snapshots(self) -> list[tuple[dict, dict]]:
+        """(record fields, snapshot) pairs this rank took outside the loop's evaluation points (after finalize)."""
+        return []
+
+    def evaluation_model(self, snap: dict | None) -> nn.Module | None:
+        """After training, for each snapshot in the order taken (the same number on every rank that took any):
+        the model to evaluate on the rank that evaluates, None elsewhere. May communicate."""
+        if self.averaged_evaluation:
+            return self.averaged_model(snap)
+        return None if snap is None else self.eval_net.load(snap["params"], snap["buffers"])
 
     def finalize(self) -> None:
-        """Complete outstanding communication before the final evaluation."""
+        """Complete outstanding communication before the final snapshot."""
 
     def stats(self) -> dict:
         """Extra figures for summary.json (e.g. commits applied by a server)."""
@@ -126,4 +165,18 @@ class Algorithm:
         return stats
 
     def param_bytes(self, grads: bool = False) -> int:
-        return sum(p.numel() * p.element_size() for p in self.model.parameters() if not grads or p.requires_grad)
+        return vectors.nbytes(p for p in self.model.parameters() if not grads or p.requires_grad)
+
+    def averaged_model(self, snap: dict) -> nn.Module | None:
+        """The mean over every rank of the snapshots ``snap`` (parameters and floating-point buffers; integer
+        buffers such as BatchNorm's batch counter are rank 0's) as a model on rank 0, None elsewhere.
+        For the algorithms whose replicas differ (local SGD, gossip); collective: every rank calls it."""
+        device = self.ctx.device
+        vec = snap["params"].to(device)
+        self.comm.allreduce_(vec, name=f"{self.name}.eval.params")  # comm: mean of the replicas
+        floats = [b for b in snap["buffers"] if b.is_floating_point()]
+        if floats:
+            buf = vectors.flat(floats).to(device)
+            self.comm.allreduce_(buf, name=f"{self.name}.eval.buffers")  # comm: mean of the running statistics
+            vectors.assign_(floats, buf.cpu())
+        return self.eval_net.load(vec, snap["buffers"]) if self.comm.rank == 0 else None

@@ -4,7 +4,7 @@ References:
     Zheng, Meng, Wang, Chen, Yu, Ma, Liu, "Asynchronous Stochastic Gradient Descent with Delay
     Compensation", ICML 2017 (DC-ASGD-c, constant λ).
 
-Update rule (ALGORITHMS.md, ``dcasgd``): worker m pulls θ_bak(m) = θ̃, computes g = ∇L(θ_bak)
+Update rule (docs/algorithms.md, ``dcasgd``): worker m pulls θ_bak(m) = θ̃, computes g = ∇L(θ_bak)
 and commits it (receiving the new θ̃ in the same round trip). The server, which kept θ_bak(m),
 compensates the delay with the diagonal first-order Taylor term and applies
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .ps_base import GradientAlgorithm, PSParams, check_range
+from .ps_base import GradientAlgorithm, check_range
 
 
 def dcasgd_update(centre, grad, backup, lr: float, lambda_dc: float) -> None:
@@ -31,7 +31,7 @@ class DCASGD(GradientAlgorithm):
     paper = "DC-ASGD: async SGD with delay compensation (Zheng et al. ICML 2017)"
 
     @dataclass
-    class Params(PSParams):
+    class Params(GradientAlgorithm.Params):
         lambda_dc: float = 0.04
         """λ_dc: weight of the delay-compensation term g⊙g⊙(θ̃ − θ_bak) (0: plain ASGD)."""
 

@@ -2,11 +2,11 @@
 
 References:
     A. Vishnu et al., 2017 (PNNL MaTEx; cf. Vishnu, Siegel, Daily, "Distributed TensorFlow with
-    MPI", arXiv:1603.02339): "delaying gradient updates a fixed number of times". The citation
-    is ALGORITHMS.md's; the paper text was not available here, so the start-up and drain
-    behaviour below are this module's reading.
+    MPI", arXiv:1603.02339): "delaying gradient updates a fixed number of times". The paper
+    text was not available here, so the start-up and drain behaviour below are this
+    module's reading.
 
-Update rule (ALGORITHMS.md, ``delayed``), d = ``delay``: at step t every worker computes
+Update rule (docs/algorithms.md, ``delayed``), d = ``delay``: at step t every worker computes
 g_tᵏ = ∇L(θ_t; B_tᵏ) at its current parameters, copies it into a buffer and starts a
 non-blocking allreduce (mean) of that buffer; it then waits for the reduction started at
 step t−d and applies it: θ_{t+1} = Opt(θ_t, mean_k g_{t−d}ᵏ). For t < d there is nothing to
@@ -28,21 +28,19 @@ from dataclasses import dataclass
 
 import torch
 
-from .. import BenchError
+from .. import BenchError, vectors
 from .base import Algorithm, StepStats
-
-
-@dataclass
-class Params:
-    delay: int = 1
-    """d: a gradient is applied d steps after it was computed (0: synchronous SGD)."""
 
 
 class Delayed(Algorithm):
     name = "delayed"
     paper = "delayed gradient updates, allreduce overlapped with d steps (Vishnu et al. 2017)"
     family = "allreduce"
-    Params = Params
+
+    @dataclass
+    class Params:
+        delay: int = 1
+        """d: a gradient is applied d steps after it was computed (0: synchronous SGD)."""
 
     @classmethod
     def validate(cls, params, cfg) -> None:
@@ -53,22 +51,18 @@ class Delayed(Algorithm):
         super().setup(model, optimizer)
         self.comm.broadcast_state(model, optimizer)  # comm: common start (parameters and optimizer state)
         self.params = [p for p in model.parameters() if p.requires_grad]
-        n = sum(p.numel() for p in self.params)
-        d = self.p.delay
-        self.buffers = [torch.zeros(n, dtype=self.params[0].dtype, device=self.ctx.device) for _ in range(d + 1)]
+        n = vectors.numel(self.params)
+        self.buffers = [torch.zeros(n, dtype=self.params[0].dtype, device=self.ctx.device) for _ in range(self.p.delay + 1)]
         self.inflight: deque = deque()  # (slot, handle), oldest first
         self.t = 0
         self.applied = 0
 
     def _apply(self, slot: int) -> None:
         """Put the reduced gradient of ``slot`` into .grad and take one optimizer step."""
-        buf, i = self.buffers[slot], 0
         for p in self.params:
-            k = p.numel()
             if p.grad is None:
                 p.grad = torch.empty_like(p)
-            p.grad.copy_(buf[i:i + k].view_as(p))
-            i += k
+        vectors.assign_([p.grad for p in self.params], self.buffers[slot])
         self.optimizer.step()
         self.applied += 1
 

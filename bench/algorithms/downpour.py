@@ -6,7 +6,7 @@ References:
     Hermans, "On Scalable Deep Learning and Parallelizing Gradient Descent", master's thesis,
     Université de Liège, 2017 (DOWNPOUR as the baseline of the asynchronous family).
 
-Update rule (ALGORITHMS.md, ``downpour``): worker k pulls θᵏ ← θ̃ every ``n_fetch`` steps,
+Update rule (docs/algorithms.md, ``downpour``): worker k pulls θᵏ ← θ̃ every ``n_fetch`` steps,
 takes a local Opt step every step, and every ``n_push`` steps commits Δ = the sum of its
 local changes since its last commit (a pull in between replaces θᵏ but not Δ); the server
 applies θ̃ ← θ̃ + Δ on arrival, with no barrier. With one worker and n_fetch = n_push = 1
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .ps_base import PSParams, WindowAlgorithm, check_positive_int
+from .ps_base import WindowAlgorithm, check_positive_int
 
 
 class Downpour(WindowAlgorithm):
@@ -25,7 +25,7 @@ class Downpour(WindowAlgorithm):
     paper = "DOWNPOUR async SGD with a parameter server (Dean et al. NIPS 2012; Hermans 2017)"
 
     @dataclass
-    class Params(PSParams):
+    class Params(WindowAlgorithm.Params):
         n_fetch: int = 1
         """Pull the centre variable every this many local steps."""
         n_push: int = 1

@@ -5,7 +5,7 @@ References:
     Hermans, "On Scalable Deep Learning and Parallelizing Gradient Descent", master's thesis,
     Université de Liège, 2017 (the form implemented here).
 
-Update rule (ALGORITHMS.md, ``dynsgd``): a worker pulls θ̃, takes λ = ``communication_window``
+Update rule (docs/algorithms.md, ``dynsgd``): a worker pulls θ̃, takes λ = ``communication_window``
 local Opt steps, commits the accumulated change Δ and pulls again (one round trip). The server
 computes τ = clock − clock_at_pull(k) and applies θ̃ ← θ̃ + Δ/(τ+1); clock += 1.
 """
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .ps_base import PSParams, WindowAlgorithm, check_positive_int
+from .ps_base import CommitWindow
 
 
 def dynsgd_update(centre, delta, tau: int) -> None:
@@ -22,22 +22,14 @@ def dynsgd_update(centre, delta, tau: int) -> None:
     centre.add_(delta, alpha=1.0 / (tau + 1))
 
 
-class DynSGD(WindowAlgorithm):
+class DynSGD(CommitWindow):
     name = "dynsgd"
     paper = "DynSGD: commits scaled by 1/(staleness+1) (Jiang et al. SIGMOD 2017; Hermans 2017)"
 
     @dataclass
-    class Params(PSParams):
+    class Params(CommitWindow.Params):
         communication_window: int = 1
         """λ: local steps between a worker's commits (each commit is followed by a pull)."""
-
-    @classmethod
-    def validate(cls, params, cfg) -> None:
-        super().validate(params, cfg)
-        check_positive_int(params, "communication_window")
-
-    def fetch_push(self):
-        return self.p.communication_window, self.p.communication_window, 1.0
 
     def server_rule(self, centre, payload, tau, worker, pulled) -> bool:
         dynsgd_update(centre, payload, tau)

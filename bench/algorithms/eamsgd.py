@@ -4,9 +4,9 @@ References:
     Zhang, Choromanska, LeCun, "Deep learning with Elastic Averaging SGD", NIPS 2015
     (Algorithm 2, EAMSGD).
 
-Update rule (ALGORITHMS.md, ``eamsgd``): as ``aeasgd`` (every λ steps: pull θ̃,
+Update rule (docs/algorithms.md, ``eamsgd``): as ``aeasgd`` (every λ steps: pull θ̃,
 E = α(θᵏ − θ̃) with α = η·ρ, θᵏ ← θᵏ − E, commit E; server θ̃ ← θ̃ + E), but the local steps
-use SGD with Nesterov momentum δ = ``momentum`` (velocity kept across exchanges). The paper
+use SGD with Nesterov momentum δ = ``nesterov_momentum`` (velocity kept across exchanges). The paper
 uses δ = 0.99 with small η; the default here is 0.9, which stays stable at the profiles'
 learning rates.
 """
@@ -27,17 +27,17 @@ class EAMSGD(AEASGD):
 
     @dataclass
     class Params(AEASGD.Params):
-        momentum: float = 0.9
-        """δ: Nesterov momentum of the workers' local SGD (paper: 0.99), in [0, 1). On the command line
-        ``--set algo.momentum=...`` (a bare ``momentum`` is refused as ambiguous with the run's optimizer setting)."""
+        nesterov_momentum: float = 0.9
+        """δ: Nesterov momentum of the workers' local SGD (paper: 0.99), in [0, 1). It replaces the run's
+        optimizer settings (``optimizer``, ``momentum``, ``nesterov``) on the workers."""
 
     @classmethod
     def validate(cls, params, cfg) -> None:
         super().validate(params, cfg)
-        check_range("momentum", params.momentum, 0.0, 1.0, hi_open=True)
+        check_range("nesterov_momentum", params.nesterov_momentum, 0.0, 1.0, hi_open=True)
 
     def setup(self, model, optimizer):
         t = self.ctx.cfg.train
-        optimizer = torch.optim.SGD(model.parameters(), lr=t.lr, momentum=self.p.momentum,
-                                    nesterov=self.p.momentum > 0, weight_decay=t.weight_decay)
+        optimizer = torch.optim.SGD(model.parameters(), lr=t.lr, momentum=self.p.nesterov_momentum,
+                                    nesterov=self.p.nesterov_momentum > 0, weight_decay=t.weight_decay)
         super().setup(model, optimizer)

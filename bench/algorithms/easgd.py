@@ -5,7 +5,7 @@ References:
     (Algorithm 1, synchronous EASGD with communication period τ).
     Hermans, "On Scalable Deep Learning and Parallelizing Gradient Descent", MSc thesis, 2017.
 
-Update rule (ALGORITHMS.md, ``easgd``): between syncs every worker takes local steps
+Update rule (docs/algorithms.md, ``easgd``): between syncs every worker takes local steps
 θᵏ ← Opt(θᵏ, ∇L(θᵏ; B_k)). After every λ = ``communication_window`` local steps, with
 α = ηρ (η the local optimizer's ``lr``, ρ = ``rho``):
 
@@ -16,7 +16,8 @@ broadcast initial model and every rank applies the same sum, so the replicas of 
 This is Zhang et al.'s Algorithm 1 with the elastic exchange placed after the λ-th local step
 instead of before the (λ+1)-th (the same θᵏ, without the empty exchange at t = 0).
 End of training: ``finalize`` makes one more exchange if local steps were taken since the last
-one, so that the centre includes them. ``eval_model`` returns the centre θ̃ (rank 0).
+one, so that the centre includes them. The evaluated model is the centre θ̃ (rank 0's copy, with rank 0's
+buffers).
 
 Stability: the centre moves by nα(θ̄ − θ̃), which contracts only for 0 < nα < 2, and a worker
 overshoots the centre for α ≥ 1, so ``validate`` requires 0 < α < 1 and nα < 2 (paper: ρ = 5,
@@ -29,24 +30,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .. import BenchError
+from .. import BenchError, vectors
+from .averaging import check_window
 from .base import Algorithm, StepStats
-from .localsgd import check_window, flat_params, load_flat_
-
-
-@dataclass
-class Params:
-    rho: float = 5.0
-    """ρ: elastic force; the moving rate is α = lr·ρ (needs 0 < α < 1 and np·α < 2)."""
-    communication_window: int = 4
-    """λ (τ in the paper): local optimizer steps between two elastic exchanges."""
 
 
 class EASGD(Algorithm):
     name = "easgd"
     paper = "synchronous Elastic Averaging SGD, centre replicated (Zhang, Choromanska & LeCun 2015)"
     family = "allreduce"
-    Params = Params
+
+    @dataclass
+    class Params:
+        rho: float = 5.0
+        """ρ: elastic force; the moving rate is α = lr·ρ (needs 0 < α < 1 and np·α < 2)."""
+        communication_window: int = 4
+        """λ (τ in the paper): local optimizer steps between two elastic exchanges."""
 
     @classmethod
     def validate(cls, params, cfg) -> None:
@@ -66,15 +65,14 @@ class EASGD(Algorithm):
         super().setup(model, optimizer)
         self.comm.broadcast_state(model, optimizer)  # comm: common start (parameters and optimizer state)
         self.alpha = self.ctx.cfg.train.lr * self.p.rho
-        self.centre = flat_params(model)  # θ̃, the same on every rank
-        self.centre_net = None
+        self.centre = vectors.flat(model.parameters())  # θ̃, the same on every rank
         self.t = self.last_exchange = 0
         self.exchanges = 0
 
     def exchange(self) -> None:
-        theta = flat_params(self.model)
+        theta = vectors.flat(self.model.parameters())
         e = self.alpha * (theta - self.centre)
-        load_flat_(self.model, theta - e)  # θᵏ ← θᵏ − e_k
+        vectors.assign_(self.model.parameters(), theta - e)  # θᵏ ← θᵏ − e_k
         with self.ctx.timer.comm():
             self.comm.allreduce_(e, name="easgd.elastic", average=False)  # comm: Σ_k e_k
         self.centre += e  # θ̃ ← θ̃ + Σ_k e_k
@@ -93,14 +91,8 @@ class EASGD(Algorithm):
         if self.t > self.last_exchange:
             self.exchange()
 
-    def eval_model(self):
-        if self.comm.rank != 0:
-            return None
-        if self.centre_net is None:
-            self.centre_net = self.ctx.build_model()
-            self.centre_net.load_state_dict(self.model.state_dict())  # buffers; parameters set below
-        load_flat_(self.centre_net, self.centre)
-        return self.centre_net
+    def eval_params(self):
+        return self.centre
 
     def stats(self) -> dict:
         return {"elastic_exchanges": self.exchanges, "alpha": self.alpha} if self.comm.rank == 0 else {}

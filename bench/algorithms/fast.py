@@ -6,7 +6,7 @@ References:
     gradients with their neighbours, no global barrier; periodic synchronisation on the best
     model).
 
-Update rule (ALGORITHMS.md, ``fast``), on worker i with neighbours N(i) (``topology``: a ring,
+Update rule (docs/algorithms.md, ``fast``), on worker i with neighbours N(i) (``topology``: a ring,
 or the most square torus, :mod:`bench.topology`), in its step t:
 
     g_i^t = ∇L(θ_i; B_i^t);  send g_i^t to every j in N(i)
@@ -41,30 +41,27 @@ from dataclasses import dataclass
 from typing import Literal
 
 import torch
-from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
-from .. import BenchError
+from .. import BenchError, vectors
 from ..topology import Ring, Torus
 from .base import Algorithm, StepStats
 
 TAG = 53
 
 
-@dataclass
-class Params:
-    topology: Literal["ring", "torus"] = "ring"
-    """Worker graph: 1-D ring, or 2-D torus (the most square rows x cols factorisation of np)."""
-    sync_epochs: float = 1.0
-    """Epochs between syncs on the best worker's weights (> 0; fractions allowed)."""
-    sync_samples: int = 256
-    """Training samples (the same on every rank) that rank the workers at a sync (> 0)."""
-
-
 class FAST(Algorithm):
     name = "fast"
     paper = "FAST ring/torus gradient exchange (Viviani et al., 'Deep Learning at Scale', PDP 2019)"
     family = "decentralised"
-    Params = Params
+
+    @dataclass
+    class Params:
+        topology: Literal["ring", "torus"] = "ring"
+        """Worker graph: 1-D ring, or 2-D torus (the most square rows x cols factorisation of np)."""
+        sync_epochs: float = 1.0
+        """Epochs between syncs on the best worker's weights (> 0; fractions allowed)."""
+        sync_samples: int = 256
+        """Training samples (the same on every rank) that rank the workers at a sync (> 0)."""
 
     @classmethod
     def validate(cls, params, cfg) -> None:
@@ -82,39 +79,36 @@ class FAST(Algorithm):
         self.p2p = self.comm.p2p() if self.neighbours else None  # comm: point-to-point transport
         self.params = list(model.parameters())
         self.sync_every = max(1, round(self.p.sync_epochs * self.ctx.steps_per_epoch))
-        from ..data import load_dataset
-
-        ds = load_dataset(self.ctx.cfg.train)
+        ds = self.ctx.dataset
         k = min(self.p.sync_samples, len(ds.x_train))
         self.sel_x, self.sel_y = ds.x_train[:k].to(self.ctx.device), ds.y_train[:k].to(self.ctx.device)
         self.t, self.pending, self.winners, self.synced_at = 0, None, [], -1
 
     def _apply(self, grad: torch.Tensor) -> None:
-        vector_to_parameters(grad, [p.grad for p in self.params])
+        vectors.assign_([p.grad for p in self.params], grad)
         self.optimizer.step()
 
     def _drain(self) -> None:
         """Wait for the neighbours' gradients of the last step and apply them."""
         if self.pending is None:
             return
-        recvs, bufs, sends = self.pending
         with self.ctx.timer.comm():
-            for h in recvs + sends:
-                h.wait()  # comm:
-        for b in bufs:
+            received = self.pending.wait()  # comm:
+        for b in received:
             self._apply(b)
         self.pending = None
 
     def step(self, x, y) -> StepStats:
         stats = self.forward_backward(x, y)
-        g = parameters_to_vector([p.grad for p in self.params]).detach().clone()
-        bufs = [torch.empty_like(g) for _ in self.neighbours]
-        with self.ctx.timer.comm():
-            recvs = [self.p2p.irecv(b, j, tag=TAG) for b, j in zip(bufs, self.neighbours)]  # comm: receives first
-            sends = [self.p2p.isend(g, j, tag=TAG) for j in self.neighbours]  # comm:
+        g = vectors.flat(p.grad for p in self.params)
+        exchange = None
+        if self.neighbours:
+            with self.ctx.timer.comm():
+                exchange = self.p2p.exchange([(g, j) for j in self.neighbours],  # comm: g_i^t to the neighbours
+                                             [(torch.empty_like(g), j) for j in self.neighbours], tag=TAG)
         self.optimizer.step()  # own gradient
         self._drain()  # neighbours' gradients of step t-1
-        self.pending = (recvs, bufs, sends) if self.neighbours else None
+        self.pending = exchange
         stats.staleness = 1.0 if self.neighbours and self.t > 0 else 0.0
         stats.bytes_sent = len(self.neighbours) * g.numel() * g.element_size()
         self.t += 1

@@ -4,7 +4,7 @@ References:
     "Local Asynchronous SGD" (LASGD), arXiv:2203.13085, 2022.
 
 Update rule: INFERRED. The paper's full rule was not available; this is the reading documented
-in ALGORITHMS.md (``lasgd``). Each worker k takes local steps θᵏ ← Opt(θᵏ, ∇L(θᵏ; B_k)). Every
+in docs/algorithms.md (``lasgd``). Each worker k takes local steps θᵏ ← Opt(θᵏ, ∇L(θᵏ; B_k)). Every
 λ = ``communication_window`` steps it takes a snapshot s = θᵏ and starts a non-blocking
 allreduce (mean) of a copy of s, then keeps taking local steps. When that reduction has
 completed (checked with a non-blocking poll after every step) it sets
@@ -19,7 +19,7 @@ next snapshot. Optimizer state stays local. Replicas are not identical between a
 max ‖s − mean_j sʲ‖ / ‖mean_j sʲ‖, seen by each rank (``lasgd_max_rel_gap_rank<k>``).
 
 End of training: ``finalize`` completes and applies the outstanding averaging;
-``eval_model`` evaluates the average of the replicas (an extra allreduce into a copy).
+periodic evaluations evaluate the average of the replicas' snapshots, formed after training.
 
 Timing: taking the snapshot and launching the reduction is ``comm``; blocking on an averaging
 that has not completed by the next sync point is ``wait``.
@@ -27,8 +27,9 @@ that has not completed by the next sync point is ``wait``.
 
 from __future__ import annotations
 
+from .. import vectors
+from .averaging import WindowedAveraging
 from .base import StepStats
-from .localsgd import WindowedAveraging, flat_params, load_flat_
 
 
 class LASGD(WindowedAveraging):
@@ -38,7 +39,7 @@ class LASGD(WindowedAveraging):
     def setup(self, model, optimizer):
         super().setup(model, optimizer)
         self.handle = None
-        self.snapshot = self.mean = None
+        self.sent = self.mean = None  # s, and the buffer reduced in place into mean_j s_j
         self.waited = 0
         self.max_gap = 0.0
 
@@ -49,11 +50,11 @@ class LASGD(WindowedAveraging):
             self.waited += 1
         else:
             self.comm.synchronize(self.handle)  # comm: complete already (polled); releases the handle
-        theta = flat_params(self.model)
-        theta += self.mean - self.snapshot  # θ ← mean(s) + (θ − s)
-        load_flat_(self.model, theta)
+        theta = vectors.flat(self.model.parameters())
+        theta += self.mean - self.sent  # θ ← mean(s) + (θ − s)
+        vectors.assign_(self.model.parameters(), theta)
         norm = float(self.mean.norm())
-        self.max_gap = max(self.max_gap, float((self.snapshot - self.mean).norm()) / max(norm, 1e-12))
+        self.max_gap = max(self.max_gap, float((self.sent - self.mean).norm()) / max(norm, 1e-12))
         self.handle = None
         self.averagings += 1
 
@@ -66,8 +67,8 @@ class LASGD(WindowedAveraging):
             if self.handle is not None:
                 self._complete(blocking=True)
             with self.ctx.timer.comm():
-                self.snapshot = flat_params(self.model)
-                self.mean = self.snapshot.clone()
+                self.sent = vectors.flat(self.model.parameters())
+                self.mean = self.sent.clone()
                 self.handle = self.comm.allreduce_async_(self.mean, name="lasgd.avg")  # comm: mean_j s_j, in flight
             stats.bytes_sent = self.param_bytes()
         return stats

@@ -3,10 +3,10 @@ each parameter updated as soon as its own reduction completes.
 
 References:
     A. Vishnu et al., 2017 (PNNL MaTEx; cf. Vishnu, Siegel, Daily, "Distributed TensorFlow with
-    MPI", arXiv:1603.02339): asynchronous layer-wise gradient descent. The citation is
-    ALGORITHMS.md's; the paper text was not available here.
+    MPI", arXiv:1603.02339): asynchronous layer-wise gradient descent. The paper text
+    was not available here.
 
-Update rule (ALGORITHMS.md, ``layerwise``): the same as ``sync``, θ ← Opt(θ, mean_k ∇L(θ; B_k)),
+Update rule (docs/algorithms.md, ``layerwise``): the same as ``sync``, θ ← Opt(θ, mean_k ∇L(θ; B_k)),
 applied parameter tensor by parameter tensor. A ``register_post_accumulate_grad_hook`` on every
 parameter p starts a non-blocking allreduce (mean) of p.grad the moment backward has finished
 accumulating it (last layer first). Each parameter has its own optimizer (SGD/Adam state is

@@ -1,4 +1,4 @@
-"""Shared machinery of the parameter-server family (ALGORITHMS.md section 2).
+"""Shared machinery of the parameter-server family (docs/algorithms.md, parameter-server family).
 
 Placement: one dedicated server rank, the last rank of the job (``server_ranks`` = 1, so a
 PS run launches ``--np`` workers + 1 process). Worker ranks 0..np−1 train on their shards and
@@ -9,28 +9,25 @@ The centre variable θ̃ is the model's parameters as one flat float32 vector (b
 as BatchNorm statistics stay local to each worker). All ranks start from rank 0's broadcast
 parameters, so θ̃₀ = θᵏ₀. τ (staleness) is computed by the server from the clock the worker
 echoes (see bench/comm/ps.py) and returned with the reply; the worker stores it in
-StepStats.staleness of the step that committed. Evaluation: periodic evals on rank 0 pull θ̃
-(a non-snapshot pull, which does not disturb the worker's window); the final evaluation is
-done by the server rank on θ̃ itself (model.pt is the centre).
+StepStats.staleness of the step that committed.
+
+Evaluation (the model that matters is θ̃): at its evaluation points rank 0 sends the server a
+SNAP message without waiting for anything, with its buffers (BatchNorm running statistics, which
+θ̃ does not hold); the server keeps a copy of θ̃ as it is when the message arrives. After serving,
+the server rank evaluates those copies and the final θ̃ (with the buffers rank 0 sent with its
+DONE); model.pt is the final centre.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import time
+
 import torch
-from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
-from .. import BenchError
+from .. import BenchError, vectors
 from .base import Algorithm, StepStats
-
-
-@dataclass
-class PSParams:
-    """Settings common to every parameter-server algorithm."""
-
-    recv_timeout_s: float = 120.0
-    """Longest wait for a message (server: from any worker; worker: the server's reply) before failing the run."""
 
 
 def check_positive_int(params, *names: str) -> None:
@@ -57,6 +54,13 @@ class PSAlgorithm(Algorithm):
     family = "parameter-server"
     keep_pulled = False  # the server keeps each worker's pulled θ̃ (ADAG, DC-ASGD)
 
+    @dataclass
+    class Params:
+        """Settings common to every parameter-server algorithm (subclasses extend this dataclass)."""
+
+        recv_timeout_s: float = 120.0
+        """Longest wait for a message (server: from any worker; worker: the server's reply) before failing the run."""
+
     @classmethod
     def server_ranks(cls, params, np: int) -> int:
         return 1
@@ -81,18 +85,21 @@ class PSAlgorithm(Algorithm):
         self.comm.p2p(self.p.recv_timeout_s)  # comm: open the point-to-point transport
         from ..comm.ps import PSClient, PSServer
 
-        self.params = [p for p in model.parameters()]
-        self.numel = sum(p.numel() for p in self.params)
+        self.params = list(model.parameters())
+        self.buffers = list(model.buffers())
+        self.numel = vectors.numel(self.params)
         self.server_rank = self.ctx.num_workers  # the last rank
         self._done = False
         self.t = 0  # local steps taken
         if self.is_server():
+            self.snapshots: list[tuple[dict, dict]] = []
             self.server = PSServer(self.flat(), list(range(self.ctx.num_workers)), self.server_rule,
-                                   keep_pulled=self.keep_pulled, timeout_s=self.p.recv_timeout_s)
+                                   keep_pulled=self.keep_pulled, timeout_s=self.p.recv_timeout_s,
+                                   buffers_numel=vectors.numel(self.buffers), on_snapshot=self._keep_centre)
         else:
             self.client = PSClient(self.comm.rank, self.server_rank, self.numel, timeout_s=self.p.recv_timeout_s)
             self._buf = torch.empty(self.numel, dtype=torch.float32)
-            self._eval_model = None
+            self._snap_sends: list = []
 
     def is_server(self) -> bool:
         return self.comm.rank >= self.ctx.num_workers
@@ -102,11 +109,10 @@ class PSAlgorithm(Algorithm):
 
     # -- helpers for workers ---------------------------------------------------------------
     def flat(self) -> torch.Tensor:
-        return parameters_to_vector(self.params).detach().to(torch.float32).cpu()
+        return vectors.flat(self.params).to(torch.float32).cpu()
 
     def load(self, vec: torch.Tensor) -> None:
-        with torch.no_grad():
-            vector_to_parameters(vec.to(self.params[0].device), self.params)
+        vectors.assign_(self.params, vec.to(self.params[0].device))
 
     def pull(self) -> None:
         """θᵏ ← θ̃ (a window-starting pull)."""
@@ -131,26 +137,36 @@ class PSAlgorithm(Algorithm):
     def flush(self) -> None:
         """Commit what a worker still holds before saying done (override where it applies)."""
 
-    # -- evaluation and the end ------------------------------------------------------------
-    def centre_model(self, vec: torch.Tensor):
-        model = self.ctx.build_model()
-        with torch.no_grad():
-            vector_to_parameters(vec.to(next(model.parameters()).device), list(model.parameters()))
-        return model
+    def _buffers_vector(self) -> torch.Tensor | None:
+        return vectors.flat(self.buffers).to(torch.float32).cpu() if self.buffers else None
 
-    def eval_model(self):
-        if self.is_server():
-            return self.centre_model(self.server.centre) if self._done else None
-        if self.comm.rank != 0 or self._done:
-            return None
-        with self.ctx.timer.comm():
-            self.client.pull(self._buf, snapshot=False)  # comm: θ̃ for a periodic evaluation
-        return self.centre_model(self._buf)
+    # -- evaluation and the end ------------------------------------------------------------
+    def _keep_centre(self, step: int, centre: torch.Tensor, buffers: torch.Tensor | None) -> None:
+        """Server: a SNAP arrived from rank 0; keep θ̃ as it is now."""
+        meta = {**self.ctx.progress(step), "t": time.time() - self.ctx.t0}
+        self.snapshots.append((meta, self._centre_snapshot(centre, buffers)))
+
+    def _centre_snapshot(self, centre: torch.Tensor, buffers: torch.Tensor | None) -> dict:
+        return {"params": centre.clone(),
+                "buffers": vectors.split_like(buffers, self.buffers) if buffers is not None else None}
+
+    def snapshot(self):
+        if self.is_server():  # the final centre (after serve), with the buffers rank 0 sent with DONE
+            return self._centre_snapshot(self.server.centre, self.server.buffers)
+        if self.comm.rank == 0 and not self._done:
+            self._snap_sends += self.client.snapshot(self.t, self._buffers_vector())  # comm: never waits
+        return None
+
+    def own_snapshots(self):
+        return self.snapshots if self.is_server() else []
 
     def finalize(self) -> None:
         if not self.is_server() and not self._done:
             self.flush()
-            self.client.done()  # comm: the server stops once every worker is done
+            for work, _ in self._snap_sends:
+                work.wait()  # comm: the SNAP messages left long ago; release them
+            self._snap_sends = []
+            self.client.done(self._buffers_vector() if self.comm.rank == 0 else None)  # comm: the server stops once every worker is done
         self._done = True
 
     def stats(self) -> dict:
@@ -203,6 +219,28 @@ class WindowAlgorithm(PSAlgorithm):
             self.acc.zero_()
 
 
+class CommitWindow(WindowAlgorithm):
+    """Pull, λ = ``communication_window`` local steps, commit ``scale`` × the accumulated change and pull again
+    (one round trip): DynSGD (scale 1), AGN and ADAG (scale 1/λ)."""
+
+    @dataclass
+    class Params(WindowAlgorithm.Params):
+        communication_window: int = 4
+        """λ: local steps accumulated before a worker commits and pulls."""
+
+    def commit_scale(self) -> float:
+        return 1.0
+
+    @classmethod
+    def validate(cls, params, cfg) -> None:
+        super().validate(params, cfg)
+        check_positive_int(params, "communication_window")
+
+    def fetch_push(self):
+        lam = self.p.communication_window
+        return lam, lam, self.commit_scale()
+
+
 class GradientAlgorithm(PSAlgorithm):
     """Workers commit raw gradients g = ∇L(θ_bak) computed at their last pulled θ̃ (= θ_bak) and
     get the new θ̃ back in the same round trip; the server's rule applies the step (SASGD, DC-ASGD).
@@ -214,6 +252,6 @@ class GradientAlgorithm(PSAlgorithm):
         if self.t == 0:
             self.pull()
         stats = self.forward_backward(x, y)
-        grad = torch.cat([p.grad.reshape(-1) for p in self.params]).to(torch.float32)
+        grad = vectors.flat(p.grad for p in self.params).to(torch.float32)
         self.t += 1
         return merge(stats, self.commit(grad, pull=True))

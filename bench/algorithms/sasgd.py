@@ -4,7 +4,7 @@ References:
     Zhang, Gupta, Lian, Liu, "Staleness-aware Async-SGD for Distributed Deep Learning",
     IJCAI 2016.
 
-Update rule (ALGORITHMS.md, ``sasgd``): each worker computes g_l = ∇L at the centre it last
+Update rule (docs/algorithms.md, ``sasgd``): each worker computes g_l = ∇L at the centre it last
 pulled, commits g_l and receives the current θ̃ in the same round trip (it never waits for
 the update: the reply comes at once). The server collects c = ``c`` gradients and then applies
 
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .ps_base import GradientAlgorithm, PSParams, check_positive_int
+from .ps_base import GradientAlgorithm, check_positive_int
 
 
 class SoftSyncBuffer:
@@ -50,7 +50,7 @@ class SASGD(GradientAlgorithm):
     keep_pulled = False
 
     @dataclass
-    class Params(PSParams):
+    class Params(GradientAlgorithm.Params):
         c: int = 1
         """Gradients the server collects per update (n-softsync: c = λ/n; 1 = update on every commit)."""
 

@@ -5,7 +5,7 @@ References:
     ICML 2019 (Algorithm 1: SGP; Algorithm 2 / section 4: overlap SGP, "OSGP").
     Kempe, Dobra, Gehrke, "Gossip-based computation of aggregate information", FOCS 2003 (push-sum).
 
-Update rule (ALGORITHMS.md, ``sgp``). Node i keeps a numerator x_i (a flat parameter vector)
+Update rule (docs/algorithms.md, ``sgp``). Node i keeps a numerator x_i (a flat parameter vector)
 and a push-sum weight w_i (w_i = 1 at the start; all x_i equal, broadcast from rank 0); the
 model it computes with is the de-biased z_i = x_i / w_i. In round t:
 
@@ -20,9 +20,10 @@ model it computes with is the de-biased z_i = x_i / w_i. In round t:
 and Σ_i x_i only changes by the local updates (mass conservation). ``overlap`` (OSGP): the
 messages of round t are sent non-blocking and added to x_i, w_i in round t+1, after that
 round's local update (one step of delay; mass in flight is added by :meth:`finalize`).
-Each message is one tensor [p·x_i, p·w_i]; receives are posted before sends (no deadlock).
+Each message is one tensor [p·x_i, p·w_i]; a round's sends and receives are posted together
+(:meth:`bench.comm.p2p.P2P.exchange`).
 
-The model evaluated is the average over ranks of z_i (one allreduce at each evaluation).
+The model evaluated is the average over ranks of the snapshots of z_i, formed after training.
 """
 
 from __future__ import annotations
@@ -30,39 +31,26 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
-from .. import BenchError
+from .. import BenchError, vectors
 from ..topology import Exponential
 from .base import Algorithm, StepStats
 
 TAG = 51
 
 
-@dataclass
-class Params:
-    peers_per_step: int = 1
-    """Out-peers per round on the exponential graph, 1..floor(log2(np-1))+1 (the paper uses 1)."""
-    overlap: bool = False
-    """OSGP: send non-blocking and add the received messages one step later."""
-
-
-def averaged_model(algo: Algorithm, vec: torch.Tensor):
-    """The mean over ranks of ``vec`` (a flat parameter vector) as a model on rank 0; None elsewhere."""
-    avg = algo.comm.allreduce_(vec.clone(), name=f"{algo.name}.eval")  # comm: mean of the replicas
-    if algo.comm.rank != 0:
-        return None
-    if getattr(algo, "_eval_model", None) is None:
-        algo._eval_model = algo.ctx.build_model()
-    vector_to_parameters(avg, algo._eval_model.parameters())
-    return algo._eval_model
-
-
 class SGP(Algorithm):
     name = "sgp"
     paper = "Stochastic Gradient Push (Assran et al., ICML 2019)"
     family = "decentralised"
-    Params = Params
+    averaged_evaluation = True
+
+    @dataclass
+    class Params:
+        peers_per_step: int = 1
+        """Out-peers per round on the exponential graph, 1..floor(log2(np-1))+1 (the paper uses 1)."""
+        overlap: bool = False
+        """OSGP: send non-blocking and add the received messages one step later."""
 
     @classmethod
     def validate(cls, params, cfg) -> None:
@@ -77,34 +65,31 @@ class SGP(Algorithm):
         self.graph = Exponential(self.comm.size, self.p.peers_per_step)
         self.p2p = self.comm.p2p() if self.comm.size > 1 else None  # comm: point-to-point transport
         self.params = list(model.parameters())
-        x = parameters_to_vector(self.params).detach()
+        x = vectors.flat(self.params)
         self.xw = torch.cat([x, x.new_ones(1)])  # [x_i, w_i]: one message per peer
         self.t = 0
-        self.pending = None  # overlap: (receive handles, buffers, send handles) of the last round
+        self.pending = None  # overlap: the exchange of the last round
 
     def z(self) -> torch.Tensor:
         return self.xw[:-1] / self.xw[-1]
 
     def _load_z(self) -> None:
-        vector_to_parameters(self.z(), self.params)
+        vectors.assign_(self.params, self.z())
 
     def _receive_pending(self) -> None:
         if self.pending is None:
             return
-        recvs, bufs, sends = self.pending
         with self.ctx.timer.comm():
-            for h in recvs + sends:
-                h.wait()  # comm: messages of the previous round
-        for b in bufs:
+            received = self.pending.wait()  # comm: messages of the previous round
+        for b in received:
             self.xw += b
         self.pending = None
 
     def step(self, x, y) -> StepStats:
         stats = self.forward_backward(x, y)  # g = ∇L(z_i)
-        with torch.no_grad():
-            vector_to_parameters(self.xw[:-1], self.params)  # the optimizer steps the numerator x_i
-            self.optimizer.step()
-            self.xw[:-1] = parameters_to_vector(self.params)
+        vectors.assign_(self.params, self.xw[:-1])  # the optimizer steps the numerator x_i
+        self.optimizer.step()
+        self.xw[:-1] = vectors.flat(self.params)
         if self.p2p is not None:
             stats.bytes_sent = self._gossip()
         self._load_z()
@@ -117,11 +102,9 @@ class SGP(Algorithm):
             self._receive_pending()  # round t-1's messages, after this round's local update
         self.xw *= self.graph.mixing_weight(self.comm.rank, self.t)
         share = self.xw.clone() if self.p.overlap else self.xw  # overlap: xw changes while the send is in flight
-        bufs = [torch.empty_like(self.xw) for _ in inn]
         with self.ctx.timer.comm():
-            recvs = [self.p2p.irecv(b, src, tag=TAG) for b, src in zip(bufs, inn)]  # comm: receives first
-            sends = [self.p2p.isend(share, dst, tag=TAG) for dst in out]  # comm:
-        self.pending = (recvs, bufs, sends)
+            self.pending = self.p2p.exchange([(share, dst) for dst in out],  # comm: this round's messages
+                                             [(torch.empty_like(self.xw), src) for src in inn], tag=TAG)
         if not self.p.overlap:
             self._receive_pending()
         return len(out) * share.numel() * share.element_size()
@@ -130,8 +113,8 @@ class SGP(Algorithm):
         self._receive_pending()  # overlap: add the mass still in flight
         self._load_z()
 
-    def eval_model(self):
-        return averaged_model(self, self.z())
+    def eval_params(self):
+        return self.z()  # the evaluated model is the mean of the de-biased z_i
 
     def stats(self) -> dict:
         return {"sgp_rounds": self.t}

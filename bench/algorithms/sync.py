@@ -4,7 +4,7 @@ References:
     Sergeev and Del Balso, "Horovod: fast and easy distributed deep learning in TensorFlow",
     arXiv:1802.05799, 2018 (ring allreduce of gradients, the DistributedOptimizer used here).
 
-Update rule (ALGORITHMS.md, ``sync``): every worker k computes g_k = ∇L(θ; B_k) on its own
+Update rule (docs/algorithms.md, ``sync``): every worker k computes g_k = ∇L(θ; B_k) on its own
 mini-batch; g = mean_k g_k by allreduce; θ ← Opt(θ, g). All replicas start from rank 0's
 broadcast parameters and optimizer state, so they stay identical, and the run equals
 single-process training on the union batch (to float tolerance).

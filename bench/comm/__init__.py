@@ -41,9 +41,6 @@ class Comm:
         """Start an in-place non-blocking allreduce; returns a handle for :meth:`synchronize`."""
         return self.hvd.allreduce_async_(tensor, name=name, op=self.Average if average else self.Sum)  # comm:
 
-    def grouped_allreduce_(self, tensors: list[torch.Tensor], average: bool = True) -> list[torch.Tensor]:
-        return self.hvd.grouped_allreduce_(tensors, op=self.Average if average else self.Sum)  # comm:
-
     def synchronize(self, handle):
         """Wait for a non-blocking operation to complete and return its output."""
         return self.hvd.synchronize(handle)  # comm:
@@ -51,9 +48,6 @@ class Comm:
     def poll(self, handle) -> bool:
         """True when a non-blocking operation has completed (never blocks)."""
         return self.hvd.poll(handle)  # comm:
-
-    def broadcast_(self, tensor: torch.Tensor, root: int = 0, name: str | None = None) -> torch.Tensor:
-        return self.hvd.broadcast_(tensor, root_rank=root, name=name)  # comm:
 
     def broadcast_parameters(self, state_dict, root: int = 0) -> None:
         self.hvd.broadcast_parameters(state_dict, root_rank=root)  # comm:

@@ -5,6 +5,10 @@ algorithms use this second transport, initialised from Horovod's rank and size b
 :meth:`bench.comm.Comm.p2p`. Only tensors travel (no pickled objects off the wire); a
 receiver always supplies the buffer, so the shape and dtype it accepts are fixed by the
 receiver, never by the sender.
+
+:meth:`P2P.exchange` is the one gossip primitive (SGP, AD-PSGD, FAST): post every receive and send
+of a round together as one batch (``torch.distributed.batch_isend_irecv``), which NCCL needs to pair
+a send and a receive with the same peer without deadlock and gloo runs as separate operations.
 """
 
 from __future__ import annotations
@@ -43,5 +47,32 @@ class P2P:
         self._check_peer(src)
         return dist.irecv(buffer, src=src, tag=tag)  # comm:
 
+    def exchange(self, sends: list[tuple[torch.Tensor, int]], recvs: list[tuple[torch.Tensor, int]], tag: int = 0) -> "Exchange":
+        """Start a round of point-to-point messages: ``sends`` (tensor, peer) and ``recvs`` (buffer, peer)."""
+        ops = []
+        for buf, src in recvs:
+            self._check_peer(src)
+            ops.append(dist.P2POp(dist.irecv, buf, src, tag=tag))
+        for tensor, dst in sends:
+            self._check_peer(dst)
+            ops.append(dist.P2POp(dist.isend, tensor.contiguous(), dst, tag=tag))
+        return Exchange(dist.batch_isend_irecv(ops) if ops else [], [b for b, _ in recvs])  # comm:
+
     def close(self) -> None:
         """Nothing to release beyond the process group, which :meth:`Comm.shutdown` destroys."""
+
+
+class Exchange:
+    """The handles of one :meth:`P2P.exchange` round; the received buffers are valid after :meth:`wait`."""
+
+    def __init__(self, works: list, buffers: list[torch.Tensor]):
+        self.works, self.buffers = works, buffers
+
+    def wait(self) -> list[torch.Tensor]:
+        for w in self.works:
+            w.wait()  # comm:
+        self.works = []
+        return self.buffers
+
+    def done(self) -> bool:
+        return all(w.is_completed() for w in self.works)

@@ -15,7 +15,11 @@ Wire protocol (every message is a fixed-size int64 header, then at most one flat
     server -> worker  reply  [clock, tau, updates]                               tag REPLY
                       centre float32[numel] (PULL, or COMMIT with F_PULL)        tag CENTRE
 
-kinds: PULL, COMMIT, DONE. flags: F_SNAPSHOT (a pull that starts a new window: the server
+kinds: PULL, COMMIT, DONE, SNAP. SNAP (from rank 0 at its evaluation points, sent without waiting)
+asks the server to keep a copy of θ̃ for evaluation after training; it carries rank 0's step in the
+``clock`` field and, when the model has buffers (BatchNorm's running statistics, which are not part
+of θ̃), those buffers as a float32 payload of ``numel`` elements (tag DATA). DONE carries the same
+buffers the same way, so the final centre is evaluated with the running statistics of rank 0. flags: F_SNAPSHOT (a pull that starts a new window: the server
 keeps the worker's pulled copy of θ̃ when the rule needs it, e.g. ADAG's θ̃_{t−τ}, DC-ASGD's
 θ_bak), F_PULL (a commit that also returns the new centre: one round trip instead of two).
 
@@ -26,8 +30,8 @@ rule (DynSGD, SASGD) and returns it in the reply, where the worker records it in
 
 Validation: the server rejects (raises :class:`PSProtocolError`, which fails the run with a
 message naming the sender) a wrong magic, an unknown kind, a worker field that is not the
-sending rank, a size that is not the centre's, a clock from the future, and any message from
-a rank that is not a worker. Receives have a timeout: a worker that dies or goes silent ends
+sending rank, a size that is not the centre's, a clock from the future, any message from
+a rank that is not a worker, and any message from a worker after its DONE. Receives have a timeout: a worker that dies or goes silent ends
 the server with a :class:`PSTimeout` naming the ranks that had not finished, never a hang.
 """
 
@@ -41,8 +45,8 @@ import torch
 import torch.distributed as dist
 
 MAGIC = 0x50535631  # "PSV1"
-PULL, COMMIT, DONE = 1, 2, 3
-KINDS = {PULL: "PULL", COMMIT: "COMMIT", DONE: "DONE"}
+PULL, COMMIT, DONE, SNAP = 1, 2, 3, 4
+KINDS = {PULL: "PULL", COMMIT: "COMMIT", DONE: "DONE", SNAP: "SNAP"}
 F_SNAPSHOT, F_PULL = 1, 2
 HDR, DATA, REPLY, CENTRE = 101, 102, 103, 104  # tags
 HEADER_LEN, REPLY_LEN = 6, 3
@@ -66,7 +70,7 @@ def _wait(work, timeout_s: float, what: str) -> None:
         raise PSTimeout(f"{what}: {e}".strip()) from e
 
 
-def check_header(h: list[int], src: int, workers: set[int], numel: int, clock: int) -> None:
+def check_header(h: list[int], src: int, workers: set[int], numel: int, clock: int, buffers_numel: int = 0) -> None:
     """Raise PSProtocolError unless ``h`` (a received header) is a valid message from rank ``src``."""
     magic, kind, worker, wclock, n, flags = h
     if src not in workers:
@@ -81,15 +85,20 @@ def check_header(h: list[int], src: int, workers: set[int], numel: int, clock: i
         raise PSProtocolError(f"rank {src}: commit of {n} elements, the centre has {numel}")
     if kind == COMMIT and not 0 <= wclock <= clock:
         raise PSProtocolError(f"rank {src}: commit based on clock {wclock}, server clock is {clock}")
+    if kind in (SNAP, DONE) and n not in (0, buffers_numel):
+        raise PSProtocolError(f"rank {src}: {KINDS[kind]} with {n} buffer elements, the model has {buffers_numel}")
     if flags & ~(F_SNAPSHOT | F_PULL):
         raise PSProtocolError(f"rank {src}: unknown flags {flags:#x}")
 
 
 class PSServer:
-    """Serve ``centre`` to ``workers`` until each has sent DONE; apply commits with ``rule``."""
+    """Serve ``centre`` to ``workers`` until each has sent DONE; apply commits with ``rule``.
+
+    ``on_snapshot(step, centre, buffers)`` is called for every SNAP (``buffers``: the float32 vector
+    sent with it, or None); the last buffers received (SNAP or DONE) are kept in ``self.buffers``."""
 
     def __init__(self, centre: torch.Tensor, workers: list[int], rule: UpdateRule, keep_pulled: bool = False,
-                 timeout_s: float = 120.0):
+                 timeout_s: float = 120.0, buffers_numel: int = 0, on_snapshot: Callable | None = None):
         self.centre = centre.detach().clone().contiguous()
         self.numel = self.centre.numel()
         self.workers = set(workers)
@@ -98,9 +107,20 @@ class PSServer:
         self.commits = self.pulls = 0
         self.taus: list[int] = []
         self.pulled: dict[int, torch.Tensor] = {}
+        self.commits_by_worker = {w: 0 for w in workers}
         self.last_heard = {w: time.time() for w in workers}
         self._hdr = torch.zeros(HEADER_LEN, dtype=torch.int64)
         self._payload = torch.empty_like(self.centre)
+        self.buffers_numel, self.on_snapshot = buffers_numel, on_snapshot
+        self.buffers: torch.Tensor | None = None
+
+    def _receive_buffers(self, src: int, n: int) -> torch.Tensor | None:
+        if n == 0:
+            return None
+        buf = torch.empty(n, dtype=torch.float32)
+        _wait(dist.irecv(buf, src=src, tag=DATA), self.timeout_s, f"buffers from rank {src}")  # comm:
+        self.buffers = buf
+        return buf
 
     def serve(self) -> None:
         pending = set(self.workers)
@@ -114,11 +134,17 @@ class PSServer:
                 raise PSTimeout(f"no message within {self.timeout_s:g} s; workers not done: {silent}; {e}") from e
             src = work._source_rank()  # the sender of a receive-from-any (what dist.recv uses)
             h = self._hdr.tolist()
-            check_header(h, src, self.workers, self.numel, self.clock)
+            check_header(h, src, self.workers, self.numel, self.clock, self.buffers_numel)
+            if src not in pending:
+                raise PSProtocolError(f"rank {src}: {KINDS[h[1]]} after DONE")
             self.last_heard[src] = time.time()
-            _, kind, _, wclock, _, flags = h
-            if kind == DONE:
-                pending.discard(src)
+            _, kind, _, wclock, n, flags = h
+            if kind in (DONE, SNAP):
+                buffers = self._receive_buffers(src, n)
+                if kind == DONE:
+                    pending.discard(src)
+                elif self.on_snapshot is not None:
+                    self.on_snapshot(wclock, self.centre, buffers)
                 continue
             tau = 0
             if kind == COMMIT:
@@ -127,6 +153,7 @@ class PSServer:
                 if self.rule(self.centre, self._payload, tau, src, self.pulled.get(src)):
                     self.clock += 1
                 self.commits += 1
+                self.commits_by_worker[src] += 1
                 self.taus.append(tau)
             reply = torch.tensor([self.clock, tau, self.commits], dtype=torch.int64)
             dist.send(reply, dst=src, tag=REPLY)  # comm:
@@ -140,7 +167,8 @@ class PSServer:
         hist = torch.bincount(torch.tensor(self.taus, dtype=torch.int64)).tolist() if self.taus else []
         return {"ps_commits": self.commits, "ps_updates": self.clock, "ps_pulls": self.pulls,
                 "ps_staleness_mean": (sum(self.taus) / len(self.taus)) if self.taus else None,
-                "ps_staleness_max": max(self.taus) if self.taus else None, "ps_staleness_hist": hist}
+                "ps_staleness_max": max(self.taus) if self.taus else None, "ps_staleness_hist": hist,
+                "ps_commits_by_worker": [self.commits_by_worker[w] for w in sorted(self.commits_by_worker)]}
 
 
 class PSClient:
@@ -184,5 +212,20 @@ class PSClient:
             self.clock = clock
         return tau
 
-    def done(self) -> None:
-        dist.send(self._header(DONE, 0, 0, 0), dst=self.server, tag=HDR)  # comm:
+    def _notify(self, kind: int, step: int, buffers: torch.Tensor | None) -> list:
+        """Send a header (and ``buffers``) without waiting; returns (handle, tensor) pairs to keep until complete."""
+        header = self._header(kind, step, 0 if buffers is None else buffers.numel(), 0)
+        sent = [(dist.isend(header, dst=self.server, tag=HDR), header)]  # comm:
+        if buffers is not None:
+            buffers = buffers.contiguous()
+            sent.append((dist.isend(buffers, dst=self.server, tag=DATA), buffers))  # comm:
+        return sent
+
+    def snapshot(self, step: int, buffers: torch.Tensor | None = None) -> list:
+        """Ask the server to keep θ̃ for evaluation (rank 0's ``buffers`` with it); returns the send handles
+        (never waits: the worker goes on at once)."""
+        return self._notify(SNAP, step, buffers)
+
+    def done(self, buffers: torch.Tensor | None = None) -> None:
+        for work, _ in self._notify(DONE, 0, buffers):
+            _wait(work, self.timeout_s, f"rank {self.rank}: DONE to the parameter server")

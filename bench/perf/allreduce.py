@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from ..config import parse_set, resolve
+from ..resolve import parse_set, resolve
 from . import fmt_ratio, median
 
 ALGOS = ("sync", "delayed", "layerwise", "lasgd")
@@ -131,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{a:10s} {r['throughput']:10.1f} {fmt_ratio(r['throughput'], m['sync']['throughput']):>8s} {r['step_ms']:8.1f} "
               f"{r['compute_ms']:8.1f} {r['comm_ms']:8.1f} {r['wait_ms']:8.1f}   "
               + " ".join(f"{k}={median(v):.3g}" for k, v in extra[a].items()))
-    print(f"\nper-repeat throughput: " + "; ".join(f"{a} " + ", ".join(f"{v:.0f}" for v in rows[a]["throughput"]) for a in ALGOS))
+    print("\nper-repeat throughput: " + "; ".join(f"{a} " + ", ".join(f"{v:.0f}" for v in rows[a]["throughput"]) for a in ALGOS))
     print(f"ingredients (same job, medians of 10): blocking allreduce of {micro['params'] / 1e6:.2f}M fp32 parameters "
           f"({micro['bytes'] / 2**20:.1f} MiB) = {1e3 * micro['allreduce_s']:.1f} ms; one forward+backward at batch "
           f"{t.batch_size} = {1e3 * micro['fwd_bwd_s']:.1f} ms; ratio allreduce/compute = {fmt_ratio(micro['allreduce_s'], micro['fwd_bwd_s'])}")

@@ -21,7 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from ..config import parse_set, resolve
+from ..layout import run_name
+from ..resolve import parse_set, resolve
 from . import fmt_ratio, median
 
 VARIANTS = {  # label -> (algorithm, overrides)
@@ -39,14 +40,14 @@ def one_run(label: str, np: int, profile: str, overrides: dict, tmp: Path):
 
     algorithm, extra = VARIANTS[label]
     cfg = resolve(algorithm, np=np, profile=profile, overrides={**overrides, **extra}, study="perf")
-    run_dir, rc = run(cfg, tmp / f"{label}-np{np}-{time.monotonic_ns()}", echo=False)
+    run_dir, rc = run(cfg, tmp / run_name(label, np, str(time.monotonic_ns())), echo=False)
     if rc != 0:
         raise SystemExit(f"{label} np={np} failed: {read_json(run_dir / 'summary.json').get('reason')}")
     return load_run(run_dir)
 
 
 def figures(run) -> dict:
-    from ..metrics import throughput
+    from ..metrics.throughput import throughput
 
     steps = run.steps[~run.steps["warmup"].astype(bool)]
     step_s = steps["compute_s"] + steps["comm_s"] + steps["wait_s"]
@@ -56,7 +57,7 @@ def figures(run) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ..metrics import accuracy_after_time
+    from ..metrics.accuracy import accuracy_after_time
 
     ap = argparse.ArgumentParser(prog="python -m bench.perf gossip", description=__doc__.splitlines()[0])
     ap.add_argument("--np", type=int, default=4)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from ..config import parse_set, resolve
+from ..resolve import parse_set, resolve
 from ..data import Shard, load_dataset
 from ..models import build_model, make_optimizer
 from . import fmt_ratio, median

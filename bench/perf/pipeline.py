@@ -48,7 +48,7 @@ def dvc_figures(repo: Path, repeats: int) -> None:
 
 
 def metrics_figures(results: Path, repeats: int) -> None:
-    from bench import metrics
+    from bench.metrics import accuracy, selection, staleness, temporal, throughput, timesplit
     from bench.results import load_runs
 
     runs_dir = results / "runs" if (results / "runs").is_dir() else results
@@ -57,14 +57,14 @@ def metrics_figures(results: Path, repeats: int) -> None:
     n_steps = sum(len(r.steps) for r in runs)
 
     def analyse():
-        metrics.speedup_table(metrics.throughput_table(runs))
-        metrics.time_split(runs)
-        metrics.convergence_table(runs, 0.8, 10.0)
-        metrics.staleness_table(metrics.staleness_frame(runs))
+        throughput.speedup_table(throughput.throughput_table(runs))
+        timesplit.time_split(runs)
+        accuracy.convergence_table(runs, 0.8, 10.0)
+        staleness.staleness_table(staleness.staleness_frame(runs))
 
     an = median_time(analyse, repeats)
-    te = median_time(lambda: metrics.te_matrix(runs, 1.0, 0.5), repeats)
-    ok = len(metrics.ok_runs(runs))
+    te = median_time(lambda: temporal.te_matrix(runs, 1.0, 0.5), repeats)
+    ok = len(selection.ok_runs(runs))
     print(f"load {len(runs)} runs ({n_steps} step records) (reference) {load:7.3f} s")
     print(f"throughput/speedup/split/convergence/staleness   {an:7.3f} s  x{an / load:.2f}")
     print(f"temporal-efficiency matrix ({ok}x{ok} pairs)        {te:7.3f} s  x{te / load:.2f}")

@@ -89,7 +89,7 @@ def inner(args) -> int:
 
 def server_rates(sizes: list[int], workers: int, commits: int, repeats: int) -> dict:
     """{(numel, mode): median commits/s} from one horovodrun job with ``workers`` workers + 1 server."""
-    from ..config import REPO_ROOT
+    from ..layout import REPO_ROOT
     from ..system import horovodrun_path
 
     with tempfile.TemporaryDirectory() as d:
@@ -107,7 +107,7 @@ def server_rates(sizes: list[int], workers: int, commits: int, repeats: int) -> 
 
 
 def downpour_staleness(workers: int, steps: int) -> float:
-    from ..config import REPO_ROOT
+    from ..layout import REPO_ROOT
 
     with tempfile.TemporaryDirectory() as d:
         out = Path(d) / "run"

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.layout import StudyLayout
 from conftest import REPO, bench_cli, run_algorithm
 
 STEPS = "max_steps=40"
@@ -16,19 +17,17 @@ STEPS = "max_steps=40"
 
 @pytest.fixture(scope="session")
 def results_root(tmp_path_factory) -> Path:
-    """results/<hardware>/<study>/runs/<algo>/<key>/ as the pipeline lays them out:
-    local/fixture: sync np1, sync np2, ddp np2 (ok) and sync np2 tagged `fault` (rank 1 raises at step 3);
-    lab2/fixture: sync np2 labelled with another hardware id (the hardware notebook's second machine)."""
+    """A results root holding study `fixture` as the pipeline lays it out (results/fixture/runs/<algo>/<hardware>/):
+    on hardware `local` sync np1, sync np2, ddp np2 (ok) and sync np2 tagged `fault` (rank 1 raises at step 3);
+    on hardware `lab2` (a label: another machine, for the hardware notebook) sync np2."""
     root = tmp_path_factory.mktemp("results")
-    runs = root / "local" / "fixture" / "runs"
-    run_algorithm(runs, "sync", 1, STEPS, name="sync/sync-np1")
-    run_algorithm(runs, "sync", 2, STEPS, name="sync/sync-np2")
-    run_algorithm(runs, "ddp", 2, STEPS, name="ddp/ddp-np2")
-    failed = runs / "sync" / "sync-np2-fault"
-    proc = bench_cli("run", "sync", "--np", "2", "--profile", "tiny", "--tag", "fault", "--out", str(failed), "--quiet",
-                     "--set", STEPS, env={"BENCH_INJECT_FAULT": "1:3:raise"})
+    layout = StudyLayout("fixture", root)
+    for algo, np_, hw in (("sync", 1, "local"), ("sync", 2, "local"), ("ddp", 2, "local"), ("sync", 2, "lab2")):
+        run_algorithm(root, algo, np_, STEPS, f"hardware={hw}", study="fixture", out=layout.run_dir(algo, hw, np_))
+    failed = layout.run_dir("sync", "local", 2, "fault")
+    proc = bench_cli("run", "sync", "--np", "2", "--profile", "tiny", "--tag", "fault", "--study", "fixture", "--out",
+                     str(failed), "--quiet", "--set", STEPS, env={"BENCH_INJECT_FAULT": "1:3:raise"})
     assert proc.returncode != 0, "the injected fault did not fail the run"
-    run_algorithm(root / "lab2" / "fixture" / "runs", "sync", 2, STEPS, "hardware=lab2", name="sync/sync-np2")
     return root
 
 
@@ -51,11 +50,12 @@ class NotebookFailed(AssertionError):
 
 @pytest.fixture(scope="session")
 def analysed(results_root) -> Path:
-    """The fixture study after the analysis notebooks ran (as the DVC stages run them)."""
-    study = results_root / "local" / "fixture"
-    execute("speedup.ipynb", study, results_dir=study)
-    execute("convergence.ipynb", study, results_dir=study, target_accuracy=0.3, after_seconds=0.2)
-    execute("temporal_efficiency.ipynb", study, results_dir=study, window=0.05, stride=0.01,
+    """The fixture study's folder after the analysis notebooks ran (as the DVC stages run them)."""
+    study = StudyLayout("fixture", results_root).dir
+    common = {"study": "fixture", "results_root": results_root}
+    execute("speedup.ipynb", study, **common)
+    execute("convergence.ipynb", study, **common, target_accuracy=0.3, after_seconds=0.2)
+    execute("temporal_efficiency.ipynb", study, **common, window=0.05, stride=0.01,
             grid_a="sync", grid_b="ddp", grid_param="communication_window")
-    execute("hardware.ipynb", study, results_root=results_root, study="fixture", out_dir=study)
+    execute("hardware.ipynb", study, **common)
     return study

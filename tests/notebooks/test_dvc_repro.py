@@ -55,15 +55,18 @@ def test_dvc_repro_smoke_study_then_noop_then_one_algorithm(tmp_path):
     stages = ran(first)
     assert {"prepare", "plan", "run@sync", "run@ddp", "speedup", "convergence", "temporal_efficiency", "hardware",
             "report"} <= set(stages)
-    study = repo / "results" / "local" / "smoke"
-    assert sorted(p.name for p in (study / "runs").glob("*/*") if p.is_dir()) == ["ddp-np2", "sync-np1", "sync-np2"]
+    study = repo / "results" / "smoke"
+    assert sorted(p.name for p in (study / "runs").glob("*/local/*") if p.is_dir()) == ["ddp-np2", "sync-np1", "sync-np2"]
     speed = json.loads((study / "metrics" / "speedup.json").read_text())
     assert speed["ok"] == 3 and speed["failed"] == 0
-    assert json.loads((study / "plan" / "localsgd.json").read_text())["status"] == "not in study"
-    report = (repo / "results" / "report.html").read_text()
+    assert json.loads((study / "plan" / "localsgd" / "plan.json").read_text())["status"] == "not in study"
+    # what the plan wrote is what ran: the run's config.json is the planned file, byte for byte
+    planned = study / "plan" / "sync" / "local" / "sync-np2.json"
+    assert planned.read_bytes() == (study / "runs" / "sync" / "local" / "sync-np2" / "config.json").read_bytes()
+    report = (study / "report.html").read_text()
     assert "3 ok" in report and report.count("<img") >= 10
     shown = dvc(repo, "metrics", "show", "--json")
-    assert shown.returncode == 0 and "sync-np2" in shown.stdout
+    assert shown.returncode == 0 and "sync-np2@local" in shown.stdout
 
     t0 = time.time()
     second = dvc(repo, "repro")
@@ -79,4 +82,4 @@ def test_dvc_repro_smoke_study_then_noop_then_one_algorithm(tmp_path):
     third = dvc(repo, "repro")
     assert third.returncode == 0, third.stdout[-5000:]
     assert "run@sync" in ran(third) and "run@ddp" not in ran(third) and "report" in ran(third)
-    assert sorted(p.name for p in (study / "runs").glob("*/*") if p.is_dir()) == ["ddp-np2", "sync-np2"]
+    assert sorted(p.name for p in (study / "runs").glob("*/local/*") if p.is_dir()) == ["ddp-np2", "sync-np2"]

@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 from PIL import Image
 
+from bench.layout import StudyLayout
 from bench.results import load_run
 from conftest import REPO, bench_cli
 from nb_fixtures import NotebookFailed, analysed, execute, results_root  # noqa: F401 (fixtures)
@@ -43,52 +44,63 @@ def test_speedup_tables_leave_the_failed_run_out(analysed):
     for name in ("scaling", "efficiency", "time_split"):
         assert_png(analysed / "figures" / "speedup" / f"{name}.png")
     table = pd.read_csv(analysed / "tables" / "speedup.csv")
-    assert sorted(zip(table["algorithm"], table["np"])) == [("ddp", 2), ("sync", 1), ("sync", 2)]
+    assert sorted(zip(table["hardware"], table["algorithm"], table["np"])) == [
+        ("lab2", "sync", 2), ("local", "ddp", 2), ("local", "sync", 1), ("local", "sync", 2)]
     assert table["tag"].isna().all()  # empty tags only: the failed run (tag fault) is not aggregated
-    sync2 = table[(table.algorithm == "sync") & (table.np == 2)].iloc[0]
-    sync1 = table[(table.algorithm == "sync") & (table.np == 1)].iloc[0]
+    local = table[table.hardware == "local"]
+    sync2 = local[(local.algorithm == "sync") & (local.np == 2)].iloc[0]
+    sync1 = local[(local.algorithm == "sync") & (local.np == 1)].iloc[0]
     assert sync2.speedup == pytest.approx(sync2.throughput / sync1.throughput)
     assert sync2.vs_sync == pytest.approx(1.0)
-    assert math.isnan(table[table.algorithm == "ddp"].iloc[0].speedup)  # no ddp np=1 run
+    assert math.isnan(local[local.algorithm == "ddp"].iloc[0].speedup)  # no ddp np=1 run
+    assert math.isnan(table[table.hardware == "lab2"].iloc[0].speedup)  # no np=1 run on lab2
+    # the throughput of a run is the one definition of bench.metrics.throughput, also in its summary.json
+    run = load_run(StudyLayout("fixture", analysed.parent).run_dir("sync", "local", 2))
+    assert sync2.throughput == pytest.approx(run.summary["throughput"], rel=1e-9)
     split = pd.read_csv(analysed / "tables" / "time_split.csv")
     assert ((split[["compute_share", "comm_share", "wait_share"]].sum(axis=1) - 1).abs() < 1e-9).all()
     m = json.loads((analysed / "metrics" / "speedup.json").read_text())
-    assert m["ok"] == 3 and m["failed"] == 1
-    assert m["runs"]["sync-np2-fault"] == {"status": "failed"}
-    assert m["runs"]["sync-np2"]["throughput"] > 0
+    assert m["ok"] == 4 and m["failed"] == 1
+    assert m["runs"]["sync-np2-fault@local"] == {"status": "failed"}
+    assert m["runs"]["sync-np2@local"]["throughput"] > 0 and m["runs"]["sync-np2@lab2"]["throughput"] > 0
 
 
 def test_convergence_figures_and_time_to_accuracy(analysed):
     for name in ("accuracy_time", "accuracy_epoch", "staleness"):
         assert_png(analysed / "figures" / "convergence" / f"{name}.png")
     conv = pd.read_csv(analysed / "tables" / "convergence.csv")
-    assert len(conv) == 3 and "sync-np2-fault" not in conv.to_string()
-    sync1 = load_run(analysed / "runs" / "sync" / "sync-np1")
+    assert len(conv) == 4 and "fault" not in conv.to_string()
+    sync1 = load_run(analysed / "runs" / "sync" / "local" / "sync-np1")
     ev = sync1.evals.sort_values("t")
     row = conv[(conv.algorithm == "sync") & (conv.np == 1)].iloc[0]
+    assert len(ev) >= 4 and ev["t"].is_monotonic_increasing  # periodic snapshots (eval_every 10) and the final one
     hit = ev[ev.accuracy >= 0.3]
     assert row["seconds_to_0.3"] == pytest.approx(hit.t.iloc[0]) if len(hit) else math.isnan(row["seconds_to_0.3"])
     assert row.final_accuracy == pytest.approx(sync1.summary["final_accuracy"])
     evals = pd.read_csv(analysed / "tables" / "eval.csv")
-    assert set(evals["run"]) == {"sync-np1", "sync-np2", "ddp-np2"}
+    assert set(evals["run"]) == {"sync-np1@local", "sync-np2@local", "ddp-np2@local", "sync-np2@lab2"}
 
 
 def test_temporal_efficiency_matrix_matches_the_cli(analysed):
     assert_png(analysed / "figures" / "temporal_efficiency" / "te_matrix.png")
     assert_png(analysed / "figures" / "temporal_efficiency" / "te_grid.png")
     matrix = pd.read_csv(analysed / "tables" / "te_matrix.csv", index_col=0)
-    assert sorted(matrix.index) == ["ddp-np2", "sync-np1", "sync-np2"]
+    a, b = "sync-np2@local", "ddp-np2@local"
+    assert sorted(matrix.index) == ["ddp-np2@local", "sync-np1@local", "sync-np2@lab2", "sync-np2@local"]
     for k in matrix.index:
         assert matrix.loc[k, k] == pytest.approx(1.0)
-    assert matrix.loc["sync-np2", "ddp-np2"] == pytest.approx(1 / matrix.loc["ddp-np2", "sync-np2"])
-    proc = bench_cli("te", str(analysed / "runs" / "sync" / "sync-np2"), str(analysed / "runs" / "ddp" / "ddp-np2"),
+    assert matrix.loc[a, b] == pytest.approx(1 / matrix.loc[b, a])
+    runs = analysed / "runs"
+    proc = bench_cli("te", str(runs / "sync" / "local" / "sync-np2"), str(runs / "ddp" / "local" / "ddp-np2"),
                      "--window", "0.05", "--stride", "0.01")
     assert proc.returncode == 0, proc.stderr
-    assert float(proc.stdout) == pytest.approx(matrix.loc["sync-np2", "ddp-np2"], rel=1e-6)
+    assert float(proc.stdout) == pytest.approx(matrix.loc[a, b], rel=1e-6)
     grid = pd.read_csv(analysed / "tables" / "te_grid.csv")
-    assert grid["np"].tolist() == [2] and grid["E"].iloc[0] == pytest.approx(matrix.loc["sync-np2", "ddp-np2"])
-    proc = bench_cli("te", str(analysed / "runs" / "sync" / "sync-np2-fault"), str(analysed / "runs" / "ddp" / "ddp-np2"))
+    assert grid["np"].tolist() == [2] and grid["E"].iloc[0] == pytest.approx(matrix.loc[a, b])
+    proc = bench_cli("te", str(runs / "sync" / "local" / "sync-np2-fault"), str(runs / "ddp" / "local" / "ddp-np2"))
     assert proc.returncode == 2 and "failed" in proc.stderr
+    proc = bench_cli("te", str(runs), str(runs / "ddp" / "local" / "ddp-np2"))  # not a run directory
+    assert proc.returncode == 2 and proc.stderr.strip().count("\n") == 0 and "not a run directory" in proc.stderr
 
 
 def test_hardware_notebook_puts_machines_side_by_side(analysed):
@@ -99,7 +111,7 @@ def test_hardware_notebook_puts_machines_side_by_side(analysed):
 
 
 def test_report_lists_the_failed_run_and_gathers_the_figures(analysed, tmp_path):
-    nb = execute("report.ipynb", analysed, results_dir=analysed)
+    nb = execute("report.ipynb", analysed, study="fixture", results_root=analysed.parent)
     html = tmp_path / "report.html"
     proc = subprocess.run([sys.executable, "-m", "jupyter", "nbconvert", "--to", "html", "--no-input", "--output-dir",
                            str(tmp_path), "--output", "report", str(analysed / "notebooks" / "report.ipynb")],
@@ -107,18 +119,17 @@ def test_report_lists_the_failed_run_and_gathers_the_figures(analysed, tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     text = html.read_text()
     assert "injected fault at step 3" in text          # the failed run's reason
-    assert "1 failed" in text and "3 ok" in text
+    assert "1 failed" in text and "4 ok" in text
     images = sum(1 for c in nb["cells"] for o in c.get("outputs", []) if "image/png" in o.get("data", {}))
     assert images == 10
 
 
 def test_corrupt_results_file_stops_the_analysis_naming_it(results_root, tmp_path):
-    study = tmp_path / "local" / "corrupt"
-    src = results_root / "local" / "fixture" / "runs" / "sync" / "sync-np1"
-    dst = study / "runs" / "sync" / "sync-np1"
+    src = StudyLayout("fixture", results_root).run_dir("sync", "local", 1)
+    dst = StudyLayout("corrupt", tmp_path).run_dir("sync", "local", 1)
     shutil.copytree(src, dst)
     lines = (dst / "rank0.jsonl").read_text().splitlines()
     lines[2] = lines[2][: len(lines[2]) // 2]
     (dst / "rank0.jsonl").write_text("\n".join(lines) + "\n")
     with pytest.raises(NotebookFailed, match=r"rank0\.jsonl:3: corrupt record"):
-        execute("speedup.ipynb", study, results_dir=study)
+        execute("speedup.ipynb", tmp_path / "corrupt", study="corrupt", results_root=tmp_path)

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from bench import BenchError
-from bench.config import resolve
+from bench.resolve import resolve
 from conftest import REPO, horovodrun, run_algorithm
 
 

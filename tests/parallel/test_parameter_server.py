@@ -11,7 +11,7 @@ import torch
 
 from bench.algorithms.adag import adag_update
 from bench.algorithms.dcasgd import dcasgd_update
-from bench.config import resolve
+from bench.resolve import resolve
 from bench.data import Shard, load_dataset
 from bench.models import build_model, make_optimizer
 from conftest import horovodrun, run_algorithm
@@ -54,7 +54,8 @@ def test_downpour_one_worker_equals_sequential_sgd(tmp_path):
 
 def test_staleness_schedule_server_rules_and_rejections(tmp_path):
     proc = horovodrun(3, SCRIPTS / "ps_schedule.py", str(tmp_path), timeout=300)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    server_lines = "\n".join(line for line in (proc.stdout + proc.stderr).splitlines() if line.startswith("[2]"))
+    assert proc.returncode == 0, server_lines[-4000:] + "\n" + proc.stdout[-2000:] + proc.stderr[-2000:]
     w0, w1, server = (json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(3))
     d = [torch.arange(1, 5, dtype=torch.float32) * 0.1 * k for k in range(6)]
     c0 = torch.linspace(-1, 1, 4)

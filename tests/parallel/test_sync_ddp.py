@@ -6,7 +6,7 @@ import time
 
 import torch
 
-from bench.config import resolve
+from bench.resolve import resolve
 from bench.data import Shard, load_dataset
 from bench.models import build_model, make_optimizer
 from conftest import run_algorithm

@@ -1,4 +1,4 @@
-"""Allreduce family: hyperparameter validation and the flat-parameter helpers (one process, nothing launched)."""
+"""Allreduce family: hyperparameter validation, and bench.vectors (one process, nothing launched)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import torch
 
 from bench import BenchError
 from bench.algorithms import get_algorithm
-from bench.algorithms.localsgd import flat_params, load_flat_
-from bench.config import resolve
+from bench import vectors
+from bench.resolve import resolve
 
 FAMILY = ("delayed", "layerwise", "localsgd", "lasgd", "easgd")
 
@@ -40,17 +40,38 @@ def test_invalid_hyperparameters_name_value_and_range(algo, np, overrides, fragm
 
 
 def test_easgd_accepts_the_stable_range():
-    assert resolve("easgd", np=2, profile="laptop", overrides={"rho": 15.0}).params["rho"] == 15.0  # n*alpha = 1.5
+    assert resolve("easgd", np=2, profile="laptop", overrides={"rho": 15.0}).params.rho == 15.0  # n*alpha = 1.5
 
 
-def test_flat_params_round_trip_keeps_parameter_objects():
+def test_flat_round_trip_keeps_parameter_objects():
     model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
     before = [id(p) for p in model.parameters()]
-    vec = flat_params(model)
+    vec = vectors.flat(model.parameters())
     assert vec.numel() == sum(p.numel() for p in model.parameters())
-    load_flat_(model, torch.arange(vec.numel(), dtype=vec.dtype))
+    vectors.assign_(model.parameters(), torch.arange(vec.numel(), dtype=vec.dtype))
     assert [id(p) for p in model.parameters()] == before
-    assert torch.equal(flat_params(model), torch.arange(vec.numel(), dtype=vec.dtype))
-    vec2 = flat_params(model)
+    assert torch.equal(vectors.flat(model.parameters()), torch.arange(vec.numel(), dtype=vec.dtype))
+    vec2 = vectors.flat(model.parameters())
     vec2 += 1  # a copy: the model is unchanged
-    assert torch.equal(flat_params(model), torch.arange(vec.numel(), dtype=vec.dtype))
+    assert torch.equal(vectors.flat(model.parameters()), torch.arange(vec.numel(), dtype=vec.dtype))
+    with pytest.raises(ValueError, match="vector of 3 elements for tensors of 26"):
+        vectors.assign_(model.parameters(), torch.zeros(3))
+
+
+def test_snapshot_and_eval_net_carry_batchnorm_buffers():
+    def build():
+        torch.manual_seed(0)
+        return torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4))
+
+    model = build()
+    model(torch.randn(16, 3) * 5 + 2)  # training-mode forward: running statistics move
+    snap = vectors.snapshot(model)
+    model(torch.randn(16, 3))  # the snapshot is a copy: later steps do not change it
+    net = vectors.EvalNet(build).load(snap["params"], snap["buffers"])
+    assert net is not model
+    bn_snap = dict(zip(["running_mean", "running_var", "num_batches_tracked"], snap["buffers"]))
+    assert torch.equal(net[1].running_mean, bn_snap["running_mean"]) and not torch.equal(net[1].running_mean, torch.zeros(4))
+    assert int(net[1].num_batches_tracked) == 1
+    parts = vectors.split_like(vectors.flat(snap["buffers"]).float(), snap["buffers"])
+    assert [p.dtype for p in parts] == [b.dtype for b in snap["buffers"]]
+    assert all(torch.equal(a, b) for a, b in zip(parts, snap["buffers"]))

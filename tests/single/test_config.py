@@ -4,15 +4,21 @@ from __future__ import annotations
 
 import pytest
 
+import dataclasses
+
 from bench import BenchError
-from bench.config import RunConfig, parse_set, resolve
+from bench.algorithms import get_algorithm, names
+from bench.config import LaunchConfig, TrainConfig
+from bench.resolve import config_from_dict, parse_set, resolve
+from bench.typed import field_types
 from conftest import bench_cli
 
 
 def test_defaults_resolve_from_params_yaml():
     cfg = resolve("sync", np=2, profile="laptop")
     assert cfg.train.dataset == "mnist5k" and cfg.launch.np == 2 and cfg.launch.hardware == "local"
-    assert RunConfig.from_dict(cfg.to_dict()) == cfg  # config.json round-trip
+    assert config_from_dict(cfg.to_dict()) == cfg  # config.json round-trip
+    assert dataclasses.is_dataclass(cfg.params) and isinstance(cfg.params, get_algorithm("sync").Params)
 
 
 @pytest.mark.parametrize("overrides, fragment", [
@@ -43,11 +49,32 @@ def test_unknown_algorithm_profile_and_hardware():
         resolve("sync", np=0)
 
 
-def test_a_key_of_both_the_run_and_the_algorithm_must_be_qualified():
-    with pytest.raises(BenchError, match="ambiguous --set key 'momentum' for eamsgd: .*train.momentum and algo.momentum"):
-        resolve("eamsgd", overrides={"momentum": 0.5})
-    cfg = resolve("eamsgd", overrides={"algo.momentum": 0.5, "train.momentum": 0.0})
-    assert cfg.params["momentum"] == 0.5 and cfg.train.momentum == 0.0
+def test_every_setting_name_belongs_to_one_section():
+    """A bare --set key names one field of exactly one of train, launch or the algorithm's Params."""
+    train, launch = set(field_types(TrainConfig)), set(field_types(LaunchConfig))
+    assert not train & launch
+    for name in names():
+        params = set(field_types(get_algorithm(name).Params))
+        assert not params & (train | launch), (name, params & (train | launch))
+
+
+def test_hyperparameters_are_typed_and_reach_the_algorithm():
+    cfg = resolve("eamsgd", np=2, overrides={"nesterov_momentum": 0.5, "momentum": 0.0})
+    assert cfg.params.nesterov_momentum == 0.5 and cfg.train.momentum == 0.0
+    assert cfg.params.communication_window == 4  # params.yaml's algorithms: section
+    with pytest.raises(BenchError, match="invalid delayed parameter 'delay' 1.5: expected an integer"):
+        resolve("delayed", overrides={"delay": 1.5})
+
+
+def test_hardware_profile_with_unknown_key_is_refused(tmp_path):
+    (tmp_path / "pipelines" / "hardware").mkdir(parents=True)
+    (tmp_path / "params.yaml").write_text("profiles: {laptop: {}}\n")
+    (tmp_path / "pipelines" / "hardware" / "odd.yaml").write_text("description: x\nenvv: {A: b}\n")
+    (tmp_path / "pipelines" / "hardware" / "ok.yaml").write_text("description: x\nenv: {HOROVOD_CYCLE_TIME: '0.5'}\n")
+    with pytest.raises(BenchError, match="odd.yaml: unknown key 'envv'; valid: .*env"):
+        resolve("sync", hardware="odd", params_file=tmp_path / "params.yaml")
+    cfg = resolve("sync", hardware="ok", params_file=tmp_path / "params.yaml")
+    assert cfg.launch.env == {"HOROVOD_CYCLE_TIME": "0.5"} and cfg.launch.hardware == "ok"
 
 
 def test_parse_set_reads_yaml_scalars():
@@ -61,7 +88,7 @@ def test_config_json_rejects_unknown_keys():
     d = resolve("sync").to_dict()
     d["train"]["learning_rate"] = 0.1
     with pytest.raises(BenchError, match="unknown train setting 'learning_rate'"):
-        RunConfig.from_dict(d)
+        config_from_dict(d)
 
 
 @pytest.mark.parametrize("args, fragment", [
@@ -91,8 +118,6 @@ def test_existing_run_directory_is_not_overwritten(tmp_path):
 
 
 def test_list_names_every_algorithm_with_its_paper():
-    from bench.algorithms import get_algorithm, names
-
     proc = bench_cli("list")
     assert proc.returncode == 0
     lines = proc.stdout.strip().splitlines()

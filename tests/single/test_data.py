@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from bench import BenchError
-from bench.config import TrainConfig, build
+from bench.config import TrainConfig
+from bench.typed import build
 from bench.data import Shard, load_dataset, shard_indices, steps_per_epoch
 from bench.models import build_model
 

@@ -10,19 +10,24 @@ import pandas as pd
 import pytest
 
 from bench import BenchError
-from bench.metrics import (accuracy_after_time, integrate_to, speedup_table, status_table, temporal_efficiency,
-                           throughput, time_split, time_to_accuracy, window_curve)
+from bench.metrics.accuracy import accuracy_after_time, time_to_accuracy
+from bench.metrics.selection import status_table
+from bench.metrics.temporal import integrate_to, temporal_efficiency, window_curve
+from bench.metrics.throughput import speedup_table, throughput, window_throughput
+from bench.metrics.timesplit import time_split
 from bench.results import Run
 
 
-def make_run(algorithm="sync", np_=2, status="ok", rates=(100.0,), warmup_rate=1.0, staleness=None, reason=None):
-    """An in-memory Run: every worker's timed steps take 0.1 s for 10 x rate/100 samples."""
+def make_run(algorithm="sync", np_=2, status="ok", step_s=(0.1,), warmup_s=1.0, staleness=None, reason=None):
+    """An in-memory Run: every worker takes one warm-up step of ``warmup_s``, then steps of ``step_s`` (10 samples)."""
     rows = []
     for rank in range(np_):
-        rows.append(dict(rank=rank, step=1, t=0.0, samples=10, step_s=10 / warmup_rate, accuracy=0.0, loss=1.0,
+        t = warmup_s
+        rows.append(dict(rank=rank, step=1, t=t, samples=10, step_s=warmup_s, accuracy=0.0, loss=1.0,
                          compute_s=1.0, comm_s=1.0, wait_s=1.0, staleness=staleness, warmup=True))
-        for i, rate in enumerate(rates, start=2):
-            rows.append(dict(rank=rank, step=i, t=0.1 * i, samples=10, step_s=10 / rate, accuracy=0.5, loss=1.0,
+        for i, dt in enumerate(step_s, start=2):
+            t += dt
+            rows.append(dict(rank=rank, step=i, t=t, samples=10, step_s=dt, accuracy=0.5, loss=1.0,
                              compute_s=0.06, comm_s=0.03, wait_s=0.01, staleness=staleness, warmup=False))
     config = {"algorithm": algorithm, "launch": {"np": np_, "hardware": "local"}, "study": "s", "tag": ""}
     summary = {"status": status, **({"reason": reason} if reason else {})}
@@ -95,14 +100,43 @@ def test_invalid_window_and_too_short_runs_are_errors():
 # ----------------------------------------------------------------------------- throughput, speedup, split
 
 
-def test_throughput_excludes_warmup_and_sums_workers_with_interval():
-    r = make_run(np_=2, rates=(90.0, 110.0))
+def test_throughput_is_samples_over_the_timed_window_not_a_mean_of_step_rates():
+    # local SGD with lambda = 4: three cheap local steps (1/64 s) and one slow averaging step (1/8 s), 32 samples
+    # each, 2 workers (durations exact in binary, so window edges fall exactly between cycles). True rate:
+    # 2 x 4 x 32 / (11/64 s) = 1489.5 samples/s; the mean of per-step rates, (3 x 2048 + 256) / 4 = 1600 per worker,
+    # would say 3200.
+    cycle = (1 / 64, 1 / 64, 1 / 64, 1 / 8) * 5
+    rows = []
+    for rank in range(2):
+        t = 0.5
+        rows.append(dict(rank=rank, t=t, step_s=0.5, samples=32, warmup=True))
+        for dt in cycle:
+            t += dt
+            rows.append(dict(rank=rank, t=t, step_s=dt, samples=32, warmup=False))
+    tp = window_throughput(pd.DataFrame(rows), windows=5)
+    assert tp["throughput"] == pytest.approx(2 * 4 * 32 / (11 / 64))
+    assert tp["window_s"] == pytest.approx(55 / 64) and tp["window_samples"] == 2 * 20 * 32
+    # each sub-window holds one whole cycle: the interval is a point
+    assert tp["ci_low"] == pytest.approx(tp["throughput"]) and tp["ci_high"] == pytest.approx(tp["throughput"])
+
+
+def test_timed_window_opens_after_the_last_warmup_and_closes_at_the_first_finish():
+    # rank 0: warm-up ends at 1 s, steps of 0.1 s until 2 s; rank 1 warms up until 1.5 s and runs until 3 s
+    rows = [dict(rank=0, t=1.0, step_s=1.0, samples=10, warmup=True)]
+    rows += [dict(rank=0, t=1.0 + 0.1 * k, step_s=0.1, samples=10, warmup=False) for k in range(1, 11)]
+    rows += [dict(rank=1, t=1.5, step_s=1.5, samples=10, warmup=True)]
+    rows += [dict(rank=1, t=1.5 + 0.1 * k, step_s=0.1, samples=10, warmup=False) for k in range(1, 16)]
+    tp = window_throughput(pd.DataFrame(rows))
+    assert tp["window_s"] == pytest.approx(0.5)  # [1.5, 2.0]: both workers working
+    assert tp["throughput"] == pytest.approx(2 * 10 / 0.1)  # steps of both ending in (1.5, 2.0]
+    assert tp["workers"] == 2
+
+
+def test_throughput_of_a_run_with_interval():
+    r = make_run(np_=2, step_s=(0.1, 0.1, 0.1, 0.1))
     tp = throughput(r)
-    assert tp["workers"] == 2 and tp["timed_steps"] == 4
-    assert tp["per_worker"] == pytest.approx(100.0)
-    assert tp["throughput"] == pytest.approx(200.0)
-    half = 1.96 * np.std([90, 110, 90, 110], ddof=1) / 2
-    assert tp["ci_low"] == pytest.approx(2 * (100 - half)) and tp["ci_high"] == pytest.approx(2 * (100 + half))
+    assert tp["throughput"] == pytest.approx(2 * 10 / 0.1) and tp["workers"] == 2
+    assert tp["ci_low"] <= tp["throughput"] <= tp["ci_high"]
 
 
 def test_speedup_efficiency_and_against_sync():

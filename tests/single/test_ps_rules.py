@@ -11,7 +11,7 @@ from bench.algorithms.dcasgd import dcasgd_update
 from bench.algorithms.dynsgd import dynsgd_update
 from bench.algorithms.sasgd import SoftSyncBuffer
 from bench.comm import ps
-from bench.config import resolve
+from bench.resolve import resolve
 
 
 def t(*v):
@@ -85,7 +85,7 @@ def test_server_accepts_valid_headers():
     ("asgd", "n_sync", 0, "n_sync"),
     ("aeasgd", "rho", 50.0, r"alpha = lr \* rho"),
     ("aeasgd", "rho", 0.0, r"rho must be in \(0, inf\]"),
-    ("eamsgd", "algo.momentum", 1.0, r"momentum must be in \[0, 1\)"),
+    ("eamsgd", "nesterov_momentum", 1.0, r"nesterov_momentum must be in \[0, 1\)"),
     ("dynsgd", "communication_window", 0, "communication_window"),
     ("agn", "communication_window", 0, "communication_window"),
     ("adag", "gamma", 0.0, "gamma must be in"),
@@ -125,4 +125,4 @@ def test_warm_start_missing_or_incompatible_checkpoint(tmp_path):
         resolve("asgd", np=2, profile="tiny", overrides={"warm_start": str(bad)})
     good = tmp_path / "good.pt"
     torch.save(build_model(resolve("asgd", profile="tiny").train, (1, 8, 8), 10).state_dict(), good)
-    assert resolve("asgd", np=2, profile="tiny", overrides={"warm_start": str(good)}).params["warm_start"] == str(good)
+    assert resolve("asgd", np=2, profile="tiny", overrides={"warm_start": str(good)}).params.warm_start == str(good)

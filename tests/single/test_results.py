@@ -7,7 +7,7 @@ import json
 import pytest
 
 from bench import SCHEMA_VERSION
-from bench.config import resolve
+from bench.resolve import resolve
 from bench.results import (JsonlWriter, ResultsError, load_run, load_runs, mark_failed, read_json, steps_frame,
                            summaries_frame, write_json_atomic, write_summary)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.topology import Bipartite, Exponential, Ring, Torus, build
+from bench.topology import Bipartite, Exponential, Ring, Torus
 
 
 def test_exponential_peers_cycle_through_powers_of_two():
@@ -100,8 +100,3 @@ def test_bipartite_pairing_is_a_matching_that_never_pairs_two_active_nodes(n):
 def test_bipartite_single_node_has_no_partner():
     assert Bipartite(1).partner(0, 3) is None
 
-
-def test_build_names_valid_topologies():
-    assert isinstance(build("torus", 4), Torus)
-    with pytest.raises(ValueError, match="valid: bipartite, exponential, ring, torus"):
-        build("star", 4)

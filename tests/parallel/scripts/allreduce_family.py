@@ -24,8 +24,8 @@ from torch import nn
 from bench.algorithms import get_algorithm
 from bench.algorithms.base import Context
 from bench.comm import Comm
-from bench.config import resolve
 from bench.models import make_optimizer
+from bench.resolve import resolve
 from bench.results import write_json_atomic
 from bench.timing import StepTimer
 from bench.worker import Worker
@@ -58,8 +58,7 @@ def batch(t: int, k: int):
 def build(comm: Comm, algo: str, steps: int, **overrides):
     cfg = resolve(algo, np=comm.size, profile="tiny", overrides={"lr": LR, "optimizer": "sgd", "momentum": 0.0, **overrides})
     cls = get_algorithm(algo)
-    params = cfg.algo_params()
-    cls.validate(params, cfg)
+    params = cfg.params
     ctx = Context(cfg=cfg, comm=comm, device=torch.device("cpu"), build_model=Quad,
                   make_optimizer=lambda ps: make_optimizer(cfg.train, ps), loss_fn=lambda out, y: out.mean(),
                   timer=StepTimer(), worker_index=comm.rank, num_workers=comm.size, steps_per_epoch=steps, total_steps=steps)
@@ -119,9 +118,9 @@ def check_easgd(comm: Comm, rho: float = 2.0, lam: int = 3, steps: int = 8) -> N
     algo.finalize()  # steps % lam != 0: one more exchange
     exchange()
     close(algo.centre, centre, "easgd centre after finalize")
-    net = algo.eval_model()
+    net = algo.evaluation_model(algo.snapshot())
     if comm.rank == 0:
-        close(net.w.detach(), centre, "easgd eval_model is the centre")
+        close(net.w.detach(), centre, "easgd's evaluated model is the centre")
     else:
         assert net is None
     print(f"RULE easgd ok rank {comm.rank}", flush=True)

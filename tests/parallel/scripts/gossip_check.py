@@ -20,9 +20,9 @@ from torch.nn.utils import parameters_to_vector
 from bench.algorithms import get_algorithm
 from bench.algorithms.base import Context
 from bench.comm import Comm
-from bench.config import resolve
 from bench.data import Shard, load_dataset
 from bench.models import build_model, make_optimizer
+from bench.resolve import resolve
 
 comm = Comm()
 n, rank = comm.size, comm.rank
@@ -38,10 +38,10 @@ def make(name: str, **overrides):
         return build_model(cfg.train, ds.input_shape, ds.num_classes)
 
     ctx = Context(cfg=cfg, comm=comm, device=torch.device("cpu"), build_model=new_model,
-                  make_optimizer=lambda ps: make_optimizer(cfg.train, ps), worker_index=rank, num_workers=n,
+                  make_optimizer=lambda ps: make_optimizer(cfg.train, ps), dataset=ds, worker_index=rank, num_workers=n,
                   steps_per_epoch=shard.steps, total_steps=shard.steps)
     model = new_model()
-    algo = get_algorithm(name)(cfg.algo_params(), ctx)
+    algo = get_algorithm(name)(cfg.params, ctx)
     algo.setup(model, make_optimizer(cfg.train, model.parameters()))
     return algo, shard.batches(0)
 

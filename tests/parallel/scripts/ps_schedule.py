@@ -44,6 +44,7 @@ def main(out: str) -> None:
     rank, seen = comm.rank, {}
     token = torch.zeros(1)
     for name, (rule, keep) in RULES.items():
+        comm.barrier()  # comm: one round at a time (a message of the next round must not reach this round's server)
         if rank == 2:
             server = ps.PSServer(torch.linspace(-1, 1, N), [0, 1], rule, keep_pulled=keep, timeout_s=60)
             server.serve()
@@ -67,6 +68,7 @@ def main(out: str) -> None:
         client.done()
         seen[name] = {"taus": taus}
     # a malformed message: a commit header announcing N + 1 elements
+    comm.barrier()  # comm:
     if rank == 2:
         try:
             ps.PSServer(torch.zeros(N), [0, 1], RULES["add"][0], timeout_s=60).serve()

@@ -1,0 +1,89 @@
+"""Where results live: a run's name, and a study's folders. The only module that knows either.
+
+::
+
+    results/<study>/
+      plan/<algo>/plan.json                       what the study runs of <algo> (DVC: the plan stage)
+      plan/<algo>/<hardware>/<name>.json          each planned run's config.json, written once, launched as is
+      runs/<algo>/<hardware>/<name>/              run directories (DVC: one run@<algo> stage per algorithm)
+      figures/<notebook>/*.png  tables/*.csv  metrics/*.json  notebooks/*.ipynb  report.html
+
+``<name>`` is :func:`run_name`: ``<algo>-np<N>[-<tag>]``. A study may span several hardware
+profiles (an emulated cluster at several link rates, a laptop and a cluster): each run sits under
+its hardware id, and :func:`run_key` (``<name>@<hardware>``) tells runs apart inside a study.
+``python -m bench run --study X`` writes where the notebooks of study X look.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_name(algorithm: str, np: int, tag: str = "") -> str:
+    """A run's name inside its study and hardware: ``<algo>-np<N>[-<tag>]``."""
+    return f"{algorithm}-np{np}" + (f"-{tag}" if tag else "")
+
+
+def run_key(algorithm: str, np: int, tag: str, hardware: str) -> str:
+    """A run's key inside its study (several hardware profiles may run the same name): ``<name>@<hardware>``."""
+    return f"{run_name(algorithm, np, tag)}@{hardware}"
+
+
+@dataclass(frozen=True)
+class StudyLayout:
+    """The folders of one study under a results root (default: the repository's ``results/``)."""
+
+    study: str
+    root: Path = REPO_ROOT / "results"
+
+    @property
+    def dir(self) -> Path:
+        return Path(self.root) / self.study
+
+    @property
+    def runs(self) -> Path:
+        return self.dir / "runs"
+
+    @property
+    def plan(self) -> Path:
+        return self.dir / "plan"
+
+    @property
+    def tables(self) -> Path:
+        return self.dir / "tables"
+
+    @property
+    def metrics(self) -> Path:
+        return self.dir / "metrics"
+
+    @property
+    def notebooks(self) -> Path:
+        return self.dir / "notebooks"
+
+    @property
+    def report(self) -> Path:
+        return self.dir / "report.html"
+
+    def figures(self, notebook: str) -> Path:
+        return self.dir / "figures" / notebook
+
+    def algorithm_runs(self, algorithm: str) -> Path:
+        return self.runs / algorithm
+
+    def algorithm_plan(self, algorithm: str) -> Path:
+        return self.plan / algorithm
+
+    def run_dir(self, algorithm: str, hardware: str, np: int, tag: str = "") -> Path:
+        return self.algorithm_runs(algorithm) / hardware / run_name(algorithm, np, tag)
+
+    def plan_file(self, algorithm: str, hardware: str, np: int, tag: str = "") -> Path:
+        return self.algorithm_plan(algorithm) / hardware / f"{run_name(algorithm, np, tag)}.json"
+
+
+def default_run_dir(cfg, root: Path | None = None) -> Path:
+    """Where ``python -m bench run`` writes ``cfg`` (a :class:`bench.config.RunConfig`) without ``--out``."""
+    layout = StudyLayout(cfg.study, root) if root else StudyLayout(cfg.study)
+    return layout.run_dir(cfg.algorithm, cfg.launch.hardware, cfg.launch.np, cfg.tag)

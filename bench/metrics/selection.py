@@ -1,0 +1,54 @@
+"""Which runs enter an aggregate, and how they are labelled.
+
+Only runs whose status is ``ok`` are aggregated or plotted (:func:`ok_runs`); :func:`status_table`
+lists every run with its status, so a failed run is reported, never dropped silently.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from ..layout import run_key
+from ..results import Run
+
+KEYS = ["hardware", "study", "algorithm", "np", "tag"]
+
+
+def ok_runs(runs: list[Run]) -> list[Run]:
+    """The runs that finished with status ``ok`` (the only ones aggregated or plotted)."""
+    return [r for r in runs if r.status == "ok"]
+
+
+def labels(run: Run) -> dict:
+    """The run's identifying columns (:data:`KEYS`)."""
+    return {k: run.label[k] for k in KEYS}
+
+
+def key(run: Run) -> str:
+    """The run's key inside its study: ``<algo>-np<N>[-<tag>]@<hardware>``."""
+    lab = run.label
+    return run_key(lab["algorithm"], lab["np"], lab["tag"], lab["hardware"])
+
+
+def frame_keys(df: pd.DataFrame) -> pd.Series:
+    """:func:`key` of every row of a frame with the :data:`KEYS` columns."""
+    return pd.Series([run_key(a, n, t if isinstance(t, str) else "", h)
+                      for a, n, t, h in zip(df["algorithm"], df["np"], df["tag"], df["hardware"])], index=df.index,
+                     dtype=object)
+
+
+def timed_steps(steps: pd.DataFrame) -> pd.DataFrame:
+    """Step records without the warm-up steps."""
+    if steps.empty or "warmup" not in steps:
+        return steps
+    return steps[~steps["warmup"].fillna(False).astype(bool)]
+
+
+def status_table(runs: list[Run]) -> pd.DataFrame:
+    """One row per run: its labels, status and, for a failed run, the reason."""
+    rows = []
+    for r in runs:
+        rows.append({**labels(r), "status": r.status, "reason": r.summary.get("reason", ""), "wall_s": r.summary.get("wall_s"),
+                     "final_accuracy": r.summary.get("final_accuracy"), "run": str(r.path)})
+    cols = [*KEYS, "status", "reason", "wall_s", "final_accuracy", "run"]
+    return pd.DataFrame(rows, columns=cols).sort_values(KEYS, ignore_index=True)

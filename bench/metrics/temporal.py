@@ -1,0 +1,121 @@
+"""Temporal efficiency (Hermans 2017): E(a, b) = ∫₀ᵐ f_a(t) dt / ∫₀ᵐ f_b(t) dt, f the workers'
+mini-batch training accuracy over wall-clock time, smoothed over windows (docs/algorithms.md, metrics)."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .. import BenchError
+from ..results import ResultsError, Run, load_run
+from .selection import key, ok_runs
+
+
+def window_curve(t, acc, window: float = 5.0, stride: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+    """Hermans' smoothed training-accuracy curve: for each start s = 0, stride, 2 stride, ... (time measured
+    from the earliest record), y(s) = mean accuracy of the records with t in [s, s + window); starts with
+    no record are skipped. Returns (starts, y)."""
+    if window <= 0 or stride <= 0:
+        raise BenchError(f"window and stride must be > 0 seconds, got window={window!r}, stride={stride!r}")
+    t = np.asarray(t, dtype=float)
+    acc = np.asarray(acc, dtype=float)
+    if t.size == 0:
+        raise BenchError("temporal efficiency needs at least one accuracy record")
+    t = t - t.min()
+    starts = np.arange(0.0, t.max() + stride * 0.5, stride)
+    starts = starts[starts <= t.max()]
+    order = np.argsort(t)
+    ts, accs = t[order], acc[order]
+    csum = np.concatenate([[0.0], np.cumsum(accs)])
+    lo = np.searchsorted(ts, starts, side="left")
+    hi = np.searchsorted(ts, starts + window, side="left")
+    count = hi - lo
+    keep = count > 0
+    return starts[keep], (csum[hi] - csum[lo])[keep] / count[keep]
+
+
+def integrate_to(x: np.ndarray, y: np.ndarray, m: float) -> float:
+    """Integral from x[0] to ``m`` of the piecewise-linear interpolation of (x, y) (m <= x[-1])."""
+    inside = x < m
+    xs = np.concatenate([x[inside], [m]])
+    ys = np.concatenate([y[inside], [np.interp(m, x, y)]])
+    return float(np.sum((xs[1:] - xs[:-1]) * (ys[1:] + ys[:-1]) / 2.0))
+
+
+def temporal_efficiency(t_a, acc_a, t_b, acc_b, window: float = 5.0, stride: float = 1.0) -> float:
+    """E(a, b) = int_0^m f_a dt / int_0^m f_b dt, f the :func:`window_curve` interpolated piecewise-linearly,
+    m the smaller of the two curves' last window start (no extrapolation). E > 1: a is better."""
+    xa, ya = window_curve(t_a, acc_a, window, stride)
+    xb, yb = window_curve(t_b, acc_b, window, stride)
+    m = min(xa[-1], xb[-1])
+    if m <= 0:
+        raise BenchError(f"runs too short for window={window:g} s, stride={stride:g} s (shorter run's last window "
+                         f"starts at 0); pass smaller --window/--stride")
+    fb = integrate_to(xb, yb, m)
+    if fb <= 0:
+        raise BenchError("temporal efficiency undefined: run b's accuracy integral is 0")
+    return integrate_to(xa, ya, m) / fb
+
+
+def _as_run(run) -> Run:
+    if not isinstance(run, Run):
+        try:
+            run = load_run(Path(run))
+        except ResultsError as e:
+            raise BenchError(str(e)) from None
+    if run.status != "ok":
+        raise BenchError(f"run {str(run.path)!r} has status {run.status!r} "
+                         f"({run.summary.get('reason', 'no reason recorded')}); temporal efficiency needs ok runs")
+    if run.steps.empty:
+        raise BenchError(f"run {str(run.path)!r} has no worker step records")
+    return run
+
+
+def temporal_efficiency_runs(run_a, run_b, window: float = 5.0, stride: float = 1.0) -> float:
+    """E(a, b) of two run directories (or loaded runs) from every worker's mini-batch accuracy records."""
+    a, b = _as_run(run_a), _as_run(run_b)
+    return temporal_efficiency(a.steps["t"], a.steps["accuracy"], b.steps["t"], b.steps["accuracy"], window, stride)
+
+
+def te_matrix(runs: list[Run], window: float = 5.0, stride: float = 1.0) -> pd.DataFrame:
+    """E(row, column) for every ordered pair of ``ok`` runs, indexed by the runs' keys (NaN where undefined)."""
+    good = [r for r in ok_runs(runs) if not r.steps.empty]
+    keys = [key(r) for r in good]
+    out = pd.DataFrame(np.nan, index=keys, columns=keys)
+    for (i, a), (j, b) in itertools.product(enumerate(good), repeat=2):
+        try:
+            out.iloc[i, j] = temporal_efficiency_runs(a, b, window, stride)
+        except BenchError:
+            pass
+    out.index.name, out.columns.name = "a", "b"
+    return out
+
+
+def te_grid(runs: list[Run], a: str, b: str, param: str, window: float = 5.0, stride: float = 1.0) -> pd.DataFrame:
+    """E(a, b) for each (hardware, np, ``param``) configuration both algorithms ran (runs matched on hardware, np
+    and the value of hyperparameter ``param``, e.g. ``communication_window``). Columns: hardware, np, ``param``,
+    E, winner."""
+    def index(name):
+        return {(r.label["hardware"], r.label["np"], r.config.get("params", {}).get(param)): r for r in ok_runs(runs)
+                if r.label["algorithm"] == name and not r.steps.empty}
+
+    ia, ib = index(a), index(b)
+    rows = []
+    for point in sorted(set(ia) & set(ib), key=lambda k: (k[0], k[1], str(k[2]))):
+        try:
+            e = temporal_efficiency_runs(ia[point], ib[point], window, stride)
+        except BenchError:
+            e = math.nan
+        rows.append({"hardware": point[0], "np": point[1], param: point[2], "E": e,
+                     "winner": a if e > 1 else b if e < 1 else ("tie" if e == 1 else "undefined")})
+    return pd.DataFrame(rows, columns=["hardware", "np", param, "E", "winner"])
+
+
+def win_share(grid: pd.DataFrame, a: str) -> float:
+    """Share of the defined configurations of a :func:`te_grid` where ``a`` wins (E > 1); NaN if none."""
+    e = grid["E"].dropna()
+    return float((e > 1).mean()) if len(e) else math.nan

@@ -1,0 +1,91 @@
+"""Throughput and speedup: one definition, used by the worker's summary.json, the notebooks, the DVC
+metrics and the CLI.
+
+**Throughput** = samples processed by all workers ÷ wall time of the timed window. Every step
+record carries ``t``, the wall-clock seconds from the job's common start to the end of that step.
+The timed window opens when the last worker has finished its warm-up steps (or, without warm-up,
+when the first step started) and closes when the first worker has taken its last step: the span in
+which every worker is working, so a worker that finishes its fixed number of steps early (an
+asynchronous method beside a straggler) does not dilute the figure with time it spent idle. The
+samples counted are those of the steps that ended inside the window. The 95% interval is
+mean ± 1.96·std of the same figure over equal sub-windows (up to 10, each holding about 5 or more steps
+of each worker; Horovod's synthetic benchmark reports mean ± 1.96·std over iterations). Never a mean of per-step rates, which overstates
+algorithms with uneven steps (local SGD's cheap local steps and one slow averaging step).
+
+**Speedup** S(n) = throughput(n) / throughput(1) of the same algorithm, tag and hardware; scaling
+efficiency S(n)/n; and throughput against ``sync`` at the same n, tag and hardware.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from ..results import Run
+from .selection import KEYS, labels, ok_runs
+
+Z95 = 1.96
+MAX_WINDOWS, STEPS_PER_WINDOW = 10, 5
+NAN = {"throughput": math.nan, "ci_low": math.nan, "ci_high": math.nan, "window_s": math.nan,
+       "window_samples": 0, "workers": 0}
+
+
+def timed_window(steps: pd.DataFrame) -> tuple[float, float]:
+    """(start, end) seconds of the timed window of worker step records (columns rank, t, step_s, warmup)."""
+    warm = steps["warmup"].fillna(False).astype(bool) if "warmup" in steps else pd.Series(False, index=steps.index)
+    starts = steps.loc[warm].groupby("rank")["t"].max() if warm.any() else pd.Series(dtype=float)
+    start = float(starts.max()) if len(starts) else float((steps["t"] - steps["step_s"]).min())
+    end = float(steps.groupby("rank")["t"].max().min())
+    return start, end
+
+
+def window_throughput(steps: pd.DataFrame, windows: int | None = None) -> dict:
+    """Throughput of worker step records (columns rank, t, step_s, samples, warmup) with its 95% interval."""
+    if steps.empty:
+        return dict(NAN)
+    start, end = timed_window(steps)
+    inside = steps[(steps["t"] > start) & (steps["t"] <= end)]
+    span = end - start
+    if span <= 0 or inside.empty:
+        return {**NAN, "workers": int(steps["rank"].nunique())}
+    workers = int(steps["rank"].nunique())
+    if windows is None:
+        windows = int(np.clip(len(inside) // (workers * STEPS_PER_WINDOW), 2, MAX_WINDOWS))
+    edges = np.linspace(start, end, windows + 1)
+    bins = np.clip(np.searchsorted(edges, inside["t"].to_numpy(), side="left") - 1, 0, windows - 1)  # (a, b]
+    per = np.bincount(bins, weights=inside["samples"].to_numpy(dtype=float), minlength=windows)
+    rates = per / (span / windows)
+    half = Z95 * float(np.std(rates, ddof=1)) if windows > 1 else 0.0
+    value = float(inside["samples"].sum()) / span
+    return {"throughput": value, "ci_low": float(np.mean(rates)) - half, "ci_high": float(np.mean(rates)) + half,
+            "window_s": span, "window_samples": int(inside["samples"].sum()), "workers": workers}
+
+
+def throughput(run: Run) -> dict:
+    """:func:`window_throughput` of one run's worker step records."""
+    return window_throughput(run.steps)
+
+
+def throughput_table(runs: list[Run]) -> pd.DataFrame:
+    """Throughput of every ``ok`` run, one row per run (labels + :func:`throughput`)."""
+    rows = [{**labels(r), **throughput(r)} for r in ok_runs(runs)]
+    cols = [*KEYS, *NAN]
+    return pd.DataFrame(rows, columns=cols).sort_values(KEYS, ignore_index=True)
+
+
+def speedup_table(tp: pd.DataFrame, reference: str = "sync") -> pd.DataFrame:
+    """Add ``speedup`` S(n) = tp(n)/tp(1) of the same algorithm (NaN without an np=1 run), ``efficiency``
+    S(n)/n and ``vs_<reference>`` = tp / tp of ``reference`` at the same n, hardware, study and tag
+    (a study's grid point, e.g. a straggler setting), else at the untagged point; NaN where it did not run."""
+    df = tp.copy()
+    group = ["hardware", "study", "algorithm", "tag"]
+    base = df[df["np"] == 1].set_index(group)["throughput"]
+    df["speedup"] = [row.throughput / base.get(tuple(row[g] for g in group), math.nan) for _, row in df.iterrows()]
+    df["efficiency"] = df["speedup"] / df["np"]
+    ref = df[df["algorithm"] == reference].set_index(["hardware", "study", "np", "tag"])["throughput"]
+    df[f"vs_{reference}"] = [row.throughput / ref.get((row.hardware, row.study, row.np, row.tag),
+                                                       ref.get((row.hardware, row.study, row.np, ""), math.nan))
+                             for _, row in df.iterrows()]
+    return df

@@ -1,0 +1,164 @@
+"""The resolver: params.yaml + a hardware profile + ``--set`` -> one validated :class:`RunConfig`.
+
+The one place where a run's configuration is merged, typed and validated. Precedence, lowest
+first: the dataclass defaults (:mod:`bench.config`, each algorithm's ``Params``), the training
+profile of params.yaml, params.yaml's ``algorithms:`` section, the profile's own ``algorithms:``,
+the hardware profile (``pipelines/hardware/<id>.yaml``, launch settings only), then ``--set``.
+A ``--set`` key names one field of exactly one section (train, launch or the algorithm's
+``Params``; the names are disjoint, which a test checks). Every error is a
+:class:`bench.BenchError` raised before anything is written or launched.
+
+``config.json`` (what the plan and ``--prepare-only`` write) is read back by :func:`load_config`:
+strictly typed, validated, never merged again.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from . import SCHEMA_VERSION, BenchError
+from .algorithms import get_algorithm
+from .config import LaunchConfig, RunConfig, TrainConfig
+from .layout import REPO_ROOT
+from .typed import build, choices_text, field_types
+
+HARDWARE_DOC_KEYS = ("description",)  # documentation keys of a hardware profile, not settings
+
+
+def parse_set(items: list[str]) -> dict[str, Any]:
+    """``--set key=value`` items; values are YAML scalars or lists (``0.1``, ``true``, ``[1,2]``)."""
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise BenchError(f"--set expects key=value, got {item!r}")
+        try:
+            value = yaml.safe_load(raw)
+        except yaml.YAMLError:
+            value = raw
+        out[key.strip()] = value
+    return out
+
+
+def params_path() -> Path:
+    """params.yaml: $BENCH_PARAMS, else the nearest one at or above the working directory, else the repository's."""
+    env = os.environ.get("BENCH_PARAMS")
+    if env:
+        return Path(env)
+    here = Path.cwd().resolve()
+    for d in (here, *here.parents):
+        if (d / "params.yaml").is_file() and (d / "bench").is_dir():
+            return d / "params.yaml"
+    return REPO_ROOT / "params.yaml"
+
+
+def _read_mapping(path: Path) -> dict:
+    with open(path) as f:
+        data = yaml.safe_load(f) or {}
+    if not isinstance(data, dict):
+        raise BenchError(f"{path}: expected a mapping at the top level")
+    return data
+
+
+def load_params(path: Path | None = None) -> dict:
+    path = Path(path) if path else params_path()
+    if not path.is_file():
+        raise BenchError(f"params file {str(path)!r} not found")
+    return _read_mapping(path)
+
+
+def hardware_dir(params_file: Path | None = None) -> Path:
+    return (Path(params_file) if params_file else params_path()).resolve().parent / "pipelines" / "hardware"
+
+
+def hardware_profiles(params_file: Path | None = None) -> list[str]:
+    return sorted(p.stem for p in hardware_dir(params_file).glob("*.yaml"))
+
+
+def load_hardware(name: str, params_file: Path | None = None) -> dict:
+    """A hardware profile's launch settings (keys of :class:`LaunchConfig`; ``hardware`` defaults to its name)."""
+    path = hardware_dir(params_file) / f"{name}.yaml"
+    if not path.is_file():
+        raise BenchError(f"unknown hardware profile {name!r}; valid: {', '.join(hardware_profiles(params_file)) or '(none)'}")
+    data = _read_mapping(path)
+    for key in HARDWARE_DOC_KEYS:
+        data.pop(key, None)
+    data.setdefault("hardware", name)
+    unknown = sorted(set(data) - set(field_types(LaunchConfig)))
+    if unknown:
+        raise BenchError(f"{path}: unknown key {unknown[0]!r}; valid: "
+                         f"{choices_text([*field_types(LaunchConfig), *HARDWARE_DOC_KEYS])}")
+    return data
+
+
+def validate(cfg: RunConfig) -> RunConfig:
+    """Every check of a resolved configuration: each section's own, then the algorithm's (hyperparameters
+    in the context of the run, e.g. EASGD's n·α < 2)."""
+    cfg.train.validate()
+    cfg.launch.validate()
+    get_algorithm(cfg.algorithm).validate(cfg.params, cfg)
+    return cfg
+
+
+def _route(algorithm: str, overrides: dict, sections: dict[str, dict], keys: dict[str, set]) -> None:
+    for key, value in overrides.items():
+        owner = next((s for s, names in keys.items() if key in names), None)
+        if owner is None:
+            valid = choices_text(set().union(*keys.values()))
+            raise BenchError(f"unknown --set key {key!r} for {algorithm}; valid: {valid}")
+        sections[owner][key] = value
+
+
+def resolve(algorithm: str, *, np: int | None = None, profile: str | None = None, hardware: str | None = None,
+            overrides: dict[str, Any] | None = None, study: str = "adhoc", tag: str = "",
+            params_file: Path | None = None) -> RunConfig:
+    """A run's configuration from params.yaml, the hardware profile and ``overrides`` (``--set``), validated."""
+    algo = get_algorithm(algorithm)
+    params = load_params(params_file)
+    profiles = params.get("profiles", {}) or {}
+    profile = profile or params.get("profile") or "laptop"
+    if profile not in profiles:
+        raise BenchError(f"unknown profile {profile!r}; valid: {choices_text(profiles) or '(none)'}")
+    train_values = dict(profiles[profile] or {})
+    profile_algos = train_values.pop("algorithms", {}) or {}
+    algo_values = dict((params.get("algorithms", {}) or {}).get(algorithm, {}) or {})
+    algo_values.update(profile_algos.get(algorithm, {}) or {})
+    sections = {"train": train_values, "launch": load_hardware(hardware or "local", params_file), "params": algo_values}
+    keys = {"train": set(field_types(TrainConfig)), "launch": set(field_types(LaunchConfig)),
+            "params": set(field_types(algo.Params))}
+    _route(algorithm, overrides or {}, sections, keys)
+    if np is not None:
+        sections["launch"]["np"] = np
+    cfg = RunConfig(algorithm=algorithm, params=build(algo.Params, sections["params"], what=f"{algorithm} parameter"),
+                    train=build(TrainConfig, sections["train"], what="train setting"),
+                    launch=build(LaunchConfig, sections["launch"], what="launch setting"),
+                    profile=profile, study=study, tag=tag)
+    return validate(cfg)
+
+
+def config_from_dict(d: dict) -> RunConfig:
+    """A :class:`RunConfig` from its ``to_dict()`` form (config.json): strictly typed and validated."""
+    if not isinstance(d, dict) or d.get("schema_version") != SCHEMA_VERSION:
+        found = d.get("schema_version") if isinstance(d, dict) else d
+        raise BenchError(f"config schema_version {found!r} is not {SCHEMA_VERSION}")
+    algo = get_algorithm(d.get("algorithm"))
+    sections = {"params": (algo.Params, f"{algo.name} parameter"), "train": (TrainConfig, "train setting"),
+                "launch": (LaunchConfig, "launch setting")}
+    top = build(RunConfig, {**d, **{k: None for k in sections}}, what="config key")
+    for key, (cls, what) in sections.items():
+        setattr(top, key, build(cls, d.get(key), what=what))
+    return validate(top)
+
+
+def load_config(path: str | Path) -> RunConfig:
+    """Read a run's ``config.json``."""
+    from .results import read_json
+
+    path = Path(path)
+    if not path.is_file():
+        raise BenchError(f"config file {str(path)!r} not found")
+    return config_from_dict(read_json(path))

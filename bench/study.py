@@ -1,0 +1,225 @@
+"""Studies: what the DVC pipeline runs (``python -m bench study prepare|plan|run``).
+
+    python -m bench study prepare         # data/prepared/<study>.json: the study's dataset loads, with its checksum
+    python -m bench study plan            # results/<study>/plan/<algo>/: every planned run's config.json
+    python -m bench study run ALGO        # papermill notebooks/run.ipynb once per planned run of ALGO
+
+The study is params.yaml's ``study`` (``dvc exp run -S study=hermans``; ``--study`` here). A study
+(params.yaml ``studies:``, fields of :class:`StudySpec`) names a training profile, algorithms,
+worker counts, ``--set`` overrides, a grid of overrides (one run per point, tagged) and the hardware
+profiles it runs on (several are allowed: a study is not tied to one machine; the default is
+params.yaml's ``hardware``). ``plan`` resolves every run once and writes its config.json under
+``results/<study>/plan/<algo>/<hardware>/<name>.json``; ``run`` copies that file into the run
+directory and launches it unchanged. DVC's own ``deps``/``params`` decide what re-runs: each
+``run@<algo>`` stage depends on its own plan folder and on the code it runs (dvc.yaml).
+A failed benchmark run does not fail its stage: it is kept, marked failed, and shown as failed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from . import BenchError
+from .algorithms import get_algorithm, names
+from .config import LaunchConfig, RunConfig, TrainConfig
+from .layout import REPO_ROOT, StudyLayout, run_name
+from .resolve import load_config, load_params, params_path, resolve
+from .results import write_json_atomic
+from .typed import build, field_types
+
+
+@dataclass
+class StudySpec:
+    """One entry of params.yaml's ``studies:``."""
+
+    description: str = ""
+    """What the study compares (shown in the report)."""
+    profile: str = ""
+    """Training profile of every run (empty: params.yaml's ``profile``)."""
+    algorithms: list[str] | Literal["all"] = "all"
+    """Registry keys the study runs, or ``all``."""
+    np: list[int] = field(default_factory=lambda: [1])
+    """Worker counts of every algorithm."""
+    np_by_algorithm: dict[str, list[int]] = field(default_factory=dict)
+    """Worker counts of particular algorithms (instead of ``np``)."""
+    sets: dict[str, Any] = field(default_factory=dict)
+    """``--set`` overrides of every run."""
+    grid: dict[str, list[Any]] = field(default_factory=dict)
+    """``--set`` key -> values: one run per point of the product, tagged ``<key><value>-...``; keys an
+    algorithm does not have are left out for it."""
+    hardware: list[str] | str = ""
+    """Hardware profile(s) the study runs on (empty: params.yaml's ``hardware``)."""
+
+
+@dataclass
+class Study:
+    name: str
+    spec: StudySpec
+    params_file: Path
+    default_profile: str
+    default_hardware: str
+
+    @property
+    def layout(self) -> StudyLayout:
+        return StudyLayout(self.name, self.params_file.resolve().parent / "results")
+
+    @property
+    def profile(self) -> str:
+        return self.spec.profile or self.default_profile
+
+    @property
+    def hardware(self) -> list[str]:
+        hw = self.spec.hardware or self.default_hardware
+        return [hw] if isinstance(hw, str) else list(hw)
+
+    def algorithms(self) -> list[str]:
+        if self.spec.algorithms == "all":
+            return names()
+        missing = [a for a in self.spec.algorithms if a not in names()]
+        if missing:
+            raise BenchError(f"study {self.name!r} names algorithms that are not registered: {', '.join(missing)}; "
+                             f"registered: {', '.join(names())}")
+        return list(self.spec.algorithms)
+
+
+def load_study(name: str | None = None, params_file: Path | None = None) -> Study:
+    """The study ``name`` (default: params.yaml's ``study``) from params.yaml."""
+    params_file = Path(params_file or params_path())
+    params = load_params(params_file)
+    name = name or params.get("study") or "laptop"
+    studies = params.get("studies") or {}
+    if name not in studies:
+        raise BenchError(f"unknown study {name!r}; valid: {', '.join(sorted(studies))}")
+    spec = build(StudySpec, studies[name], what=f"study {name!r} key")
+    return Study(name, spec, params_file, params.get("profile") or "laptop", params.get("hardware") or "local")
+
+
+def _tag_value(v: Any) -> str:
+    return ("_".join(map(str, v)) if isinstance(v, (list, tuple)) else str(v)).replace("/", "_").replace(" ", "")
+
+
+def grid_points(algorithm: str, spec: StudySpec) -> list[tuple[str, dict]]:
+    """(tag, overrides) per point of the study's grid; grid keys the algorithm does not have are left out."""
+    valid = set(field_types(get_algorithm(algorithm).Params)) | set(field_types(TrainConfig)) | set(field_types(LaunchConfig))
+    grid = {k: v for k, v in spec.grid.items() if k in valid}
+    if not grid:
+        return [("", {})]
+    points = []
+    for values in itertools.product(*grid.values()):
+        sets = dict(zip(grid, values))
+        points.append(("-".join(f"{k}{_tag_value(v)}" for k, v in sets.items()), sets))
+    return points
+
+
+def planned_runs(study: Study, algorithm: str) -> list[RunConfig]:
+    """Every run of ``algorithm`` in ``study``, resolved and validated (none if the study does not run it)."""
+    if algorithm not in study.algorithms():
+        return []
+    nps = study.spec.np_by_algorithm.get(algorithm, study.spec.np)
+    runs = []
+    for hardware, n, (tag, sets) in itertools.product(study.hardware, nps, grid_points(algorithm, study.spec)):
+        runs.append(resolve(algorithm, np=n, profile=study.profile, hardware=hardware, overrides={**study.spec.sets, **sets},
+                            study=study.name, tag=tag, params_file=study.params_file))
+    return runs
+
+
+def plan(study: Study) -> dict[str, int]:
+    """Write every registered algorithm's plan folder (an empty one when the study does not run it)."""
+    import shutil
+
+    layout = study.layout
+    counts = {}
+    for algorithm in names():
+        runs = planned_runs(study, algorithm)
+        folder = layout.algorithm_plan(algorithm)
+        if folder.exists():
+            shutil.rmtree(folder)
+        entries = []
+        for cfg in runs:
+            path = layout.plan_file(algorithm, cfg.launch.hardware, cfg.launch.np, cfg.tag)
+            write_json_atomic(path, cfg.to_dict())
+            entries.append({"name": run_name(algorithm, cfg.launch.np, cfg.tag), "hardware": cfg.launch.hardware,
+                            "config": str(path.relative_to(layout.dir))})
+        write_json_atomic(folder / "plan.json", {"algorithm": algorithm, "study": study.name,
+                                                 "status": "planned" if runs else "not in study", "runs": entries})
+        counts[algorithm] = len(runs)
+    return counts
+
+
+def prepare(study: Study) -> dict:
+    """Load the study's dataset once and record its sizes and checksum (data/prepared/<study>.json)."""
+    from .data import load_dataset
+
+    train = resolve("sync", profile=study.profile, hardware=study.hardware[0], params_file=study.params_file).train
+    info = {"study": study.name, "profile": study.profile, "dataset": train.dataset}
+    if train.dataset == "synthetic":
+        info["note"] = "synthetic tensors are generated by each worker; nothing to prepare"
+    else:
+        ds = load_dataset(train)
+        h = hashlib.sha256()
+        for t in (ds.x_train, ds.y_train, ds.x_test, ds.y_test):
+            h.update(t.numpy().tobytes())
+        info.update(train=len(ds.x_train), test=len(ds.x_test), input_shape=list(ds.input_shape),
+                    num_classes=ds.num_classes, sha256=h.hexdigest())
+    write_json_atomic(study.params_file.resolve().parent / "data" / "prepared" / f"{study.name}.json", info)
+    return info
+
+
+def run(study: Study, algorithm: str) -> list[tuple[str, str]]:
+    """Launch every planned run of ``algorithm`` through notebooks/run.ipynb; returns (run key, status) pairs."""
+    import papermill
+
+    get_algorithm(algorithm)
+    layout = study.layout
+    manifest_path = layout.algorithm_plan(algorithm) / "plan.json"
+    if not manifest_path.is_file():
+        raise BenchError(f"no plan {manifest_path}: run `python -m bench study plan` (or `dvc repro plan`) first")
+    manifest = json.loads(manifest_path.read_text())
+    layout.algorithm_runs(algorithm).mkdir(parents=True, exist_ok=True)
+    results = []
+    for entry in manifest["runs"]:
+        planned = layout.dir / entry["config"]
+        cfg = load_config(planned)
+        out = layout.run_dir(algorithm, cfg.launch.hardware, cfg.launch.np, cfg.tag)
+        key = f"{entry['name']}@{entry['hardware']}"
+        print(f"[study] {study.name}: {key} -> {out.relative_to(layout.dir)}", flush=True)
+        layout.notebooks.mkdir(parents=True, exist_ok=True)
+        papermill.execute_notebook(
+            str(REPO_ROOT / "notebooks" / "run.ipynb"), str(layout.notebooks / f"run-{entry['hardware']}-{entry['name']}.ipynb"),
+            parameters={"config": str(planned), "out": str(out)}, cwd=str(REPO_ROOT), kernel_name="python3",
+            progress_bar=False)
+        summary = out / "summary.json"
+        status = json.loads(summary.read_text()).get("status", "incomplete") if summary.is_file() else "incomplete"
+        print(f"[study] {key}: {status}", flush=True)
+        results.append((key, status))
+    if not manifest["runs"]:
+        print(f"[study] {algorithm}: not in study {study.name!r}, nothing to run")
+    return results
+
+
+def main(args) -> int:
+    study = load_study(args.study)
+    if args.action == "plan":
+        for algorithm, n in plan(study).items():
+            print(f"[plan] {study.name}/{algorithm}: {n} run(s)")
+    elif args.action == "prepare":
+        print(f"[prepare] {prepare(study)}")
+    else:
+        if not args.algorithm:
+            raise BenchError("study run needs an algorithm: python -m bench study run ALGO")
+        run(study, args.algorithm)
+    return 0
+
+
+def add_parser(sub) -> None:
+    s = sub.add_parser("study", help="plan, prepare or run a study of params.yaml (the DVC stages call these)")
+    s.add_argument("action", choices=["plan", "prepare", "run"])
+    s.add_argument("algorithm", nargs="?", help="registry key (study run)")
+    s.add_argument("--study", help="study of params.yaml (default: its `study`)")
+    s.set_defaults(func=main)
+
