@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.setup-stamp
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: setup test test-single test-parallel test-notebooks repro bench-overhead lab clean
+.PHONY: setup test test-single test-parallel test-notebooks test-cluster cluster-setup repro bench-overhead bench-link lab clean
 
 setup: $(STAMP)
 
@@ -13,8 +13,10 @@ $(STAMP): scripts/setup.sh pyproject.toml
 	PYTHON=$(PYTHON) VENV=$(VENV) bash scripts/setup.sh
 	touch $@
 
+# tests/cluster needs root (network namespaces); it installs openssh-server on first use (scripts/setup-cluster.sh)
+# and is skipped, with the reason printed (-rs), where it cannot run
 test: setup
-	$(PY) -m pytest -q -p no:cacheprovider tests
+	$(PY) -m pytest -q -rs -p no:cacheprovider tests
 
 test-single: setup
 	$(PY) -m pytest -q tests/single
@@ -25,11 +27,21 @@ test-parallel: setup
 test-notebooks: setup
 	$(PY) -m pytest -q tests/notebooks
 
+test-cluster: setup cluster-setup
+	$(PY) -m pytest -q -rs tests/cluster
+
+# the emulated cluster's system packages (openssh-server, iproute2; root); also run by its first use
+cluster-setup:
+	bash scripts/setup-cluster.sh
+
 repro: setup
 	dvc repro
 
 bench-overhead: setup
 	$(PY) -m bench.perf overhead
+
+bench-link: setup cluster-setup
+	$(PY) -m bench.perf link
 
 lab: setup
 	jupyter lab

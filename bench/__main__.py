@@ -1,4 +1,4 @@
-"""Command line: ``python -m bench {list,run,te,study} ...``."""
+"""Command line: ``python -m bench {list,run,te,study,cluster} ...``."""
 
 from __future__ import annotations
 
@@ -23,8 +23,11 @@ def cmd_run(args) -> int:
     from .layout import default_run_dir
     from .resolve import parse_set, resolve
 
+    overrides = parse_set(args.set or [])
+    if args.oversubscribe:
+        overrides["oversubscribe"] = True
     cfg = resolve(args.algorithm, np=args.np, profile=args.profile, hardware=args.hardware,
-                  overrides=parse_set(args.set or []), study=args.study, tag=args.tag or "",
+                  overrides=overrides, study=args.study, tag=args.tag or "",
                   params_file=Path(args.params) if args.params else None)
     out = Path(args.out) if args.out else default_run_dir(cfg)
     if args.prepare_only:
@@ -68,6 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--out", help="run directory (default: results/<study>/runs/<algo>/<hardware>/<algo>-np<N>[-<tag>])")
     r.add_argument("--params", help="params.yaml to read (default: the repository's)")
     r.add_argument("--force", action="store_true", help="replace an existing run directory")
+    r.add_argument("--oversubscribe", action="store_true",
+                   help="allow more processes than the hardware holds (locally: more than 4 per core)")
     r.add_argument("--quiet", action="store_true", help="do not echo the job's output")
     r.add_argument("--prepare-only", action="store_true",
                    help="write the run directory's config.json and system.json and print the horovodrun command, "
@@ -81,9 +86,11 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--stride", type=float, default=1.0, help="window stride in seconds (default 1)")
     t.set_defaults(func=cmd_te)
 
+    from .cluster.cli import add_parser as add_cluster
     from .study import add_parser as add_study
 
     add_study(sub)
+    add_cluster(sub)
     return ap
 
 

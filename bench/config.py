@@ -38,8 +38,8 @@ class TrainConfig:
     """Number of classes of the synthetic dataset."""
     image_size: int = 224
     """Side of the square images that imagefolder resizes to."""
-    model: Literal["mlp", "hermans_mlp", "lenet", "alexnet", "googlenet", "resnet18", "resnet50"] = "mlp"
-    """Model: mlp (``hidden`` layers), hermans_mlp (784-1000-2000-1000-10), lenet (CNN);
+    model: Literal["mlp", "hermans_mlp", "lenet", "cnn_bn", "alexnet", "googlenet", "resnet18", "resnet50"] = "mlp"
+    """Model: mlp (``hidden`` layers), hermans_mlp (784-1000-2000-1000-10), lenet (CNN), cnn_bn (CNN with BatchNorm);
     alexnet, googlenet, resnet18, resnet50 need torchvision."""
     hidden: list[int] = field(default_factory=lambda: [128])
     """Hidden layer widths of ``mlp``."""
@@ -75,6 +75,13 @@ class TrainConfig:
     """Write the evaluated model's final state to ``model.pt`` in the run directory."""
     timeout_s: float = 1800.0
     """Wall-clock limit of the whole job; past it the job is killed and marked failed."""
+    slow_ranks: list[int] = field(default_factory=list)
+    """Stragglers: worker indices (0..np-1) whose compute takes ``slow_factor`` times as long."""
+    slow_factor: float = 1.0
+    """>= 1: a straggler's compute is stretched to this many times the compute measured in each of its steps
+    (the loop sleeps (slow_factor - 1) x that compute right after the step), for every algorithm alike."""
+    step_jitter_s: float = 0.0
+    """Mean (seconds) of a seeded exponential delay added after every step of every worker (0: none)."""
 
     def validate(self) -> None:
         positive = {"batch_size": self.batch_size, "epochs": self.epochs, "threads": self.threads,
@@ -85,7 +92,7 @@ class TrainConfig:
                 raise BenchError(f"{name} must be > 0, got {value!r}")
         nonneg = {"lr": self.lr, "momentum": self.momentum, "weight_decay": self.weight_decay,
                   "max_steps": self.max_steps, "warmup_steps": self.warmup_steps,
-                  "eval_every": self.eval_every, "eval_samples": self.eval_samples}
+                  "eval_every": self.eval_every, "eval_samples": self.eval_samples, "step_jitter_s": self.step_jitter_s}
         for name, value in nonneg.items():
             if value < 0:
                 raise BenchError(f"{name} must be >= 0, got {value!r}")
@@ -97,6 +104,10 @@ class TrainConfig:
             raise BenchError(f"hidden widths must be > 0, got {self.hidden!r}")
         if any(s <= 0 for s in self.synthetic_shape) or len(self.synthetic_shape) not in (1, 3):
             raise BenchError(f"synthetic_shape must be (features,) or (C, H, W) of positive sizes, got {self.synthetic_shape!r}")
+        if self.slow_factor < 1.0:
+            raise BenchError(f"slow_factor must be >= 1 (1: no straggler), got {self.slow_factor!r}")
+        if len(set(self.slow_ranks)) != len(self.slow_ranks):
+            raise BenchError(f"slow_ranks must not repeat a worker, got {self.slow_ranks!r}")
 
 
 @dataclass
@@ -121,10 +132,32 @@ class LaunchConfig:
     """horovodrun ``-p`` (0: default)."""
     env: dict[str, str] = field(default_factory=dict)
     """Extra environment variables of the job's processes (e.g. ``NCCL_IB_HCA``), recorded in config.json."""
+    oversubscribe: bool = False
+    """Allow more processes than the hardware holds (locally: more than 4 per core; ``--oversubscribe``)."""
+    emulated_hosts: int = 0
+    """> 0: run on an emulated cluster of hosts on this machine (network namespaces with shaped links and an sshd
+    each; ``python -m bench cluster``; root). It is brought up, or reshaped, with at least this many hosts, more
+    when the run needs them (a parameter server gets a host of its own), and the job is launched over ssh
+    through its hostfile and interface, as on a real cluster."""
+    emulated_slots: int = 1
+    """Processes per emulated host."""
+    link: str = ""
+    """Rate of every emulated host's link, both directions (``100mbit``, ``1gbit``, ``10gbit``; "": unshaped).
+    Bandwidth only: latency is not emulated (this kernel has no netem)."""
+    emulated_cpu: dict[int, float] = field(default_factory=dict)
+    """Emulated host index -> its share of one core (cgroup cpu quota), to make a host slower."""
 
     def validate(self) -> None:
         if self.np < 1:
             raise BenchError(f"--np must be >= 1, got {self.np}")
+        if self.emulated_hosts < 0 or self.emulated_slots < 1:
+            raise BenchError(f"emulated_hosts must be >= 0 and emulated_slots >= 1, got {self.emulated_hosts} and "
+                             f"{self.emulated_slots}")
+        if self.emulated_hosts and (self.hosts or self.hostfile):
+            raise BenchError("an emulated cluster (emulated_hosts > 0) makes its own hostfile: leave hosts and hostfile empty")
+        if not self.emulated_hosts and (self.link or self.emulated_cpu):
+            raise BenchError(f"link and emulated_cpu describe an emulated cluster: set emulated_hosts > 0 "
+                             f"(link={self.link!r}, emulated_cpu={self.emulated_cpu!r})")
 
 
 @dataclass

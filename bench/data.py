@@ -78,13 +78,18 @@ def _synthetic(cfg: TrainConfig) -> Dataset:
     return Dataset(x[:m], y[:m], x[m:], y[m:], cfg.num_classes, "synthetic")
 
 
-def _open(path: Path):
-    if path.is_file():
-        return open(path, "rb")
+def _existing(path: Path) -> Path:
+    """``path`` or ``path.gz``, whichever exists; a BenchError naming both otherwise."""
     gz = path.with_name(path.name + ".gz")
-    if gz.is_file():
-        return gzip.open(gz, "rb")
+    for p in (path, gz):
+        if p.is_file():
+            return p
     raise BenchError(f"missing data file {str(path)!r} (or {gz.name}); see data/README.md")
+
+
+def _open(path: Path):
+    path = _existing(path)
+    return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
 
 
 def read_idx(path: Path) -> np.ndarray:
@@ -112,10 +117,9 @@ def _mnist(cfg: TrainConfig) -> Dataset:
     def images(name):
         return ((read_idx(d / name).astype(np.float32) / 255.0 - MNIST_MEAN) / MNIST_STD)[:, None]
 
-    return Dataset(torch.from_numpy(images("train-images-idx3-ubyte")),
-                   torch.from_numpy(read_idx(d / "train-labels-idx1-ubyte").astype(np.int64)),
-                   torch.from_numpy(images("t10k-images-idx3-ubyte")),
-                   torch.from_numpy(read_idx(d / "t10k-labels-idx1-ubyte").astype(np.int64)), 10, "mnist")
+    train_x, train_y, test_x, test_y = MNIST_FILES
+    return Dataset(torch.from_numpy(images(train_x)), torch.from_numpy(read_idx(d / train_y).astype(np.int64)),
+                   torch.from_numpy(images(test_x)), torch.from_numpy(read_idx(d / test_y).astype(np.int64)), 10, "mnist")
 
 
 CIFAR_MEAN = np.array([0.4914, 0.4822, 0.4465], dtype=np.float32)[:, None, None]
@@ -173,6 +177,28 @@ def _imagefolder(cfg: TrainConfig) -> Dataset:
 
 DATASETS = {"mnist5k": _mnist5k, "digits": _digits, "synthetic": _synthetic,
             "mnist": _mnist, "cifar10": _cifar10, "imagefolder": _imagefolder}
+
+
+MNIST_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
+
+
+def check_files(cfg: TrainConfig) -> None:
+    """Raise a BenchError naming the first missing file of a local-file dataset (cheap: nothing is read).
+    Called before launch, so that a missing dataset is never found inside the workers."""
+    d = _data_dir(cfg)
+    if cfg.dataset == "mnist":
+        for name in MNIST_FILES:
+            _existing(d / "mnist" / name)
+    elif cfg.dataset == "cifar10":
+        batches = d / "cifar-10-batches-bin"
+        if not any((batches / f"data_batch_{i}.bin").exists() for i in range(1, 6)):
+            raise BenchError(f"no CIFAR-10 training batches (data_batch_1.bin ...) in {str(batches)!r}; see data/README.md")
+        _existing(batches / "test_batch.bin")
+    elif cfg.dataset == "imagefolder":
+        for split in ("train", "val"):
+            if not (d / "imagefolder" / split).is_dir():
+                raise BenchError(f"imagefolder needs {str(d / 'imagefolder' / split)!r} with one folder per class; "
+                                 f"see data/README.md")
 
 
 def load_dataset(cfg: TrainConfig) -> Dataset:

@@ -2,14 +2,20 @@
 
 ``prepare`` writes ``config.json`` and ``system.json`` (refusing to replace an existing run
 unless ``force``); ``execute`` runs ``horovodrun ... python -m bench.worker --config ...``,
-streams its output (also kept in ``launch.log``), enforces the run's ``timeout_s`` by killing
-the whole process group, and marks the run failed whenever the job did not end with an ``ok``
-summary. Earlier run directories are never touched.
+streams its output (also kept in ``launch.log``), enforces the run's ``timeout_s``, and marks the run
+failed whenever the job did not end with an ``ok`` summary. Earlier run directories are never touched.
+
+Ending a job leaves nothing behind: horovodrun starts each rank in a process group of its own, so a
+timeout, Ctrl-C, or SIGTERM / SIGHUP to the launcher (what Slurm and DVC send when a job is cancelled)
+kills every descendant of horovodrun found at that moment, then marks the run failed with the reason.
+Should the launcher itself die without cleaning up (SIGKILL), every rank on this machine watches it
+(``BENCH_LAUNCHER_PID``) and ends itself, marking the run failed.
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
 import re
 import shutil
@@ -33,19 +39,47 @@ def processes(cfg: RunConfig) -> int:
     return cfg.launch.np + get_algorithm(cfg.algorithm).server_ranks(cfg.params, cfg.launch.np)
 
 
-def horovodrun_command(cfg: RunConfig, config_path: Path) -> list[str]:
+def emulated_cluster(cfg: RunConfig) -> dict | None:
+    """For a run on an emulated cluster: bring it up, or reshape it (link rate, CPU shares, slots), with the hosts
+    the run needs, and return its horovodrun settings (bench.cluster.launch_settings); None otherwise."""
+    launch = cfg.launch
+    if not launch.emulated_hosts:
+        return None
+    from . import cluster
+
+    servers = processes(cfg) - launch.np
+    needed = -(-launch.np // launch.emulated_slots) + servers
+    state = cluster.ensure(cluster.Spec(max(launch.emulated_hosts, needed), launch.emulated_slots, launch.link,
+                                        dict(launch.emulated_cpu)))
+    return cluster.launch_settings(state, processes(cfg), server_host=servers > 0)
+
+
+def horovodrun_command(cfg: RunConfig, config_path: Path, emulated: dict | None = None) -> list[str]:
+    """The horovodrun command of the run (``emulated``: the settings of :func:`emulated_cluster`)."""
     launch = cfg.launch
     n = processes(cfg)
-    cmd = [horovodrun_path(), "-np", str(n), f"--{launch.controller}"]
-    if launch.hostfile:
-        cmd += ["--hostfile", launch.hostfile]
+    cmd = [horovodrun_path()]
+    if emulated is not None:
+        from .cluster import horovodrun_args
+
+        cmd += horovodrun_args(emulated)
     else:
-        cmd += ["-H", launch.hosts or f"localhost:{n}"]
-    if launch.network_interface:
-        cmd += ["--network-interface", launch.network_interface]
-    if launch.ssh_port:
-        cmd += ["-p", str(launch.ssh_port)]
-    return cmd + [sys.executable, "-m", "bench.worker", "--config", str(config_path)]
+        cmd += ["-np", str(n)]
+        cmd += ["--hostfile", launch.hostfile] if launch.hostfile else ["-H", launch.hosts or f"localhost:{n}"]
+        if launch.network_interface:
+            cmd += ["--network-interface", launch.network_interface]
+        if launch.ssh_port:
+            cmd += ["-p", str(launch.ssh_port)]
+    return cmd + [f"--{launch.controller}", sys.executable, "-m", "bench.worker", "--config", str(config_path)]
+
+
+def network(cfg: RunConfig, emulated: dict | None) -> dict:
+    """What system.json records of the interconnect between the job's hosts."""
+    if emulated is None:
+        return {"emulated": False, "interface": cfg.launch.network_interface or None}
+    return {"emulated": True, "link": emulated["link"] or "unshaped", "latency_emulated": False,
+            "interface": emulated["network_interface"], "hosts_by_rank": emulated["hosts"],
+            "note": "network namespaces on one machine; bandwidth shaped with tbf, latency not emulated"}
 
 
 def prepare(cfg: RunConfig, out: Path, force: bool = False, planned: Path | None = None) -> Path:
@@ -62,7 +96,10 @@ def prepare(cfg: RunConfig, out: Path, force: bool = False, planned: Path | None
         shutil.copyfile(planned, config_path)
     else:
         write_json_atomic(config_path, cfg.to_dict())
-    write_json_atomic(out / "system.json", collect(horovodrun_command(cfg, config_path)))
+    emulated = emulated_cluster(cfg)
+    system = collect(horovodrun_command(cfg, config_path, emulated))
+    system["network"] = network(cfg, emulated)
+    write_json_atomic(out / "system.json", system)
     return out
 
 
@@ -76,15 +113,57 @@ def _pump(stream, log, tail: collections.deque, echo: bool) -> None:
             sys.stdout.flush()
 
 
+class _Terminated(Exception):
+    """The launcher received SIGTERM or SIGHUP."""
+
+
+@contextlib.contextmanager
+def _signals_end_the_job():
+    """While a job runs, SIGTERM and SIGHUP raise :class:`_Terminated` (in the main thread; elsewhere a no-op)."""
+    def handler(signum, frame):
+        raise _Terminated(signal.Signals(signum).name)
+
+    previous = {}
+    try:
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            previous[sig] = signal.signal(sig, handler)
+    except ValueError:  # not the main thread (e.g. a notebook kernel's worker thread): leave signals alone
+        pass
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def launcher_identity() -> dict[str, str]:
+    """What a rank on this machine needs to notice that the launcher is gone (see bench.worker)."""
+    import psutil
+
+    me = psutil.Process()
+    return {"BENCH_LAUNCHER_PID": str(me.pid), "BENCH_LAUNCHER_START": repr(me.create_time()),
+            "BENCH_LAUNCHER_BOOT": _boot_id()}
+
+
+def _boot_id() -> str:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
+
+
 def execute(cfg: RunConfig, run_dir: Path, echo: bool = True, env: dict | None = None) -> int:
     """Run the job; returns 0 when it ended with an ``ok`` summary, else 1 (the run is marked failed)."""
     run_dir = Path(run_dir).resolve()
-    cmd = horovodrun_command(cfg, run_dir / "config.json")
+    emulated = emulated_cluster(cfg)
+    cmd = horovodrun_command(cfg, run_dir / "config.json", emulated)
     full_env = dict(os.environ)
     full_env.setdefault("BENCH_PROGRESS", "1")
     full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), full_env.get("PYTHONPATH")]))
     full_env.setdefault("HOROVOD_GLOO_TIMEOUT_SECONDS", "120")
     full_env.update(cfg.launch.env)
+    full_env.update(emulated["env"] if emulated else {})
+    full_env.update(launcher_identity())
     full_env.update(env or {})
     tail: collections.deque = collections.deque(maxlen=60)
     t0 = time.time()
@@ -96,14 +175,17 @@ def execute(cfg: RunConfig, run_dir: Path, echo: bool = True, env: dict | None =
         pump = threading.Thread(target=_pump, args=(proc.stdout, log, tail, echo), daemon=True)
         pump.start()
         try:
-            rc = proc.wait(timeout=cfg.train.timeout_s)
+            with _signals_end_the_job():
+                rc = proc.wait(timeout=cfg.train.timeout_s)
         except subprocess.TimeoutExpired:
             reason = f"timeout: job still running after timeout_s={cfg.train.timeout_s:g} s; killed"
-            _kill(proc)
-            rc = proc.wait()
         except KeyboardInterrupt:
             reason = "interrupted by the user (Ctrl-C)"
-            _kill(proc)
+        except _Terminated as e:
+            reason = f"the launcher received {e}: job cancelled"
+        cancelled = reason is not None
+        if cancelled:
+            _kill_job(proc, run_dir / "config.json")
             rc = proc.wait()
         pump.join(timeout=10)
     summary_path = run_dir / "summary.json"
@@ -114,7 +196,7 @@ def execute(cfg: RunConfig, run_dir: Path, echo: bool = True, env: dict | None =
     if reason is None and summary.get("status") != "ok":
         reason = "job ended without an ok summary"
     if reason is not None:
-        mark_failed(run_dir, reason, exit_code=rc, wall_s=time.time() - t0)
+        mark_failed(run_dir, reason, root_cause=cancelled, exit_code=rc, wall_s=time.time() - t0)
         _name_killed_rank(run_dir, tail)
         print(f"[bench] run FAILED: {read_json(summary_path).get('reason')} ({run_dir})", file=sys.stderr)
         return 1
@@ -137,15 +219,38 @@ def _name_killed_rank(run_dir: Path, tail) -> None:
         write_json_atomic(run_dir / "summary.json", summary)
 
 
-def _kill(proc: subprocess.Popen) -> None:
+def _kill_job(proc: subprocess.Popen, config_path: Path, grace_s: float = 10.0) -> None:
+    """SIGTERM horovodrun, every process below it (found before anything dies, since horovodrun puts each rank in
+    a process group of its own) and every other process of this machine running this run's config (ranks that
+    ssh started, on an emulated cluster), then SIGKILL whatever is left after ``grace_s``."""
+    import psutil
+
     try:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=10)
-    except (ProcessLookupError, subprocess.TimeoutExpired):
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        root = psutil.Process(proc.pid)
+        procs = [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        procs = []
+    procs += [p for p in _running(config_path) if p.pid not in {q.pid for q in procs}]
+    for p in procs:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            p.terminate()
+    _, alive = psutil.wait_procs(procs, timeout=grace_s)
+    for p in alive:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            p.kill()
+    psutil.wait_procs(alive, timeout=grace_s)
+
+
+def _running(config_path: Path) -> list:
+    """Processes of this machine whose command line names ``config_path`` (this run's ranks)."""
+    import psutil
+
+    needle, found = str(config_path), []
+    for p in psutil.process_iter(["cmdline"]):
+        with contextlib.suppress(psutil.Error):
+            if p.pid != os.getpid() and needle in " ".join(p.info["cmdline"] or []):
+                found.append(p)
+    return found
 
 
 def run(cfg: RunConfig, out: Path | None = None, force: bool = False, echo: bool = True, env: dict | None = None,

@@ -4,6 +4,8 @@
 - ``hermans_mlp``: 784-1000-2000-1000-10, the model of Hermans (2017), "On Scalable Deep Learning
   and Parallelizing Gradient Descent", used for his DOWNPOUR / AGN / ADAG / EASGD experiments.
 - ``lenet``: a LeNet-5-style CNN (LeCun et al. 1998) for 1- or 3-channel images of any size >= 8.
+- ``cnn_bn``: a small CNN with BatchNorm (two conv-BN-ReLU-pool blocks, one linear layer), the smallest
+  model whose evaluation needs the running statistics (buffers) and not only the parameters.
 - ``alexnet``, ``googlenet``, ``resnet18``, ``resnet50``: torchvision's, randomly initialised.
 """
 
@@ -44,6 +46,14 @@ class LeNet(nn.Module):
         return self.classifier(self.features(x))
 
 
+def cnn_bn(channels: int, num_classes: int) -> nn.Module:
+    def block(c_in: int, c_out: int) -> list[nn.Module]:
+        return [nn.Conv2d(c_in, c_out, 3, padding=1, bias=False), nn.BatchNorm2d(c_out), nn.ReLU(), nn.MaxPool2d(2)]
+
+    return nn.Sequential(*block(channels, 8), *block(8, 16), nn.AdaptiveAvgPool2d(2), nn.Flatten(),
+                         nn.Linear(16 * 4, num_classes))
+
+
 def _torchvision(name: str, num_classes: int) -> nn.Module:
     try:
         import torchvision.models as tvm
@@ -67,11 +77,16 @@ def build_model(cfg: TrainConfig, input_shape: tuple[int, ...], num_classes: int
         if len(input_shape) != 3 or input_shape[1] != input_shape[2] or input_shape[1] < 8:
             raise BenchError(f"lenet needs square images (C, H, H) with H >= 8, got input shape {input_shape}")
         return LeNet(input_shape[0], input_shape[1], num_classes)
+    if cfg.model == "cnn_bn":
+        if len(input_shape) != 3 or min(input_shape[1:]) < 4:
+            raise BenchError(f"cnn_bn needs images (C, H, W) with H, W >= 4, got input shape {input_shape}")
+        return cnn_bn(input_shape[0], num_classes)
     if cfg.model in TORCHVISION_MODELS:
         if len(input_shape) != 3 or input_shape[0] != 3:
             raise BenchError(f"{cfg.model} needs 3-channel images, got input shape {input_shape}")
         return _torchvision(cfg.model, num_classes)
-    raise BenchError(f"unknown model {cfg.model!r}; valid: alexnet, googlenet, hermans_mlp, lenet, mlp, resnet18, resnet50")
+    raise BenchError(f"unknown model {cfg.model!r}; valid: alexnet, cnn_bn, googlenet, hermans_mlp, lenet, mlp, resnet18, "
+                     f"resnet50")
 
 
 def make_optimizer(cfg: TrainConfig, params) -> torch.optim.Optimizer:

@@ -14,6 +14,7 @@ strictly typed, validated, never merged again.
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from .layout import REPO_ROOT
 from .typed import build, choices_text, field_types
 
 HARDWARE_DOC_KEYS = ("description",)  # documentation keys of a hardware profile, not settings
+LOCAL_PROCESSES_PER_CORE = 4  # more processes than this per core on one machine needs --oversubscribe
 
 
 def parse_set(items: list[str]) -> dict[str, Any]:
@@ -95,13 +97,63 @@ def load_hardware(name: str, params_file: Path | None = None) -> dict:
     return data
 
 
+def _slots(cfg: RunConfig) -> tuple[int, str] | None:
+    """How many processes the hardware profile holds, and where; None when horovodrun will check (hostfile) or
+    an emulated cluster is sized to the run."""
+    launch = cfg.launch
+    if launch.hostfile or launch.emulated_hosts:
+        return None
+    if launch.hosts:
+        try:
+            return sum(int(h.rpartition(":")[2] or 1) for h in launch.hosts.split(",")), f"hosts {launch.hosts!r}"
+        except ValueError:
+            raise BenchError(f"hosts must be host:slots[,host:slots...], got {launch.hosts!r}") from None
+    cores = os.cpu_count() or 1
+    return LOCAL_PROCESSES_PER_CORE * cores, f"this machine ({cores} cores, {LOCAL_PROCESSES_PER_CORE} processes per core)"
+
+
 def validate(cfg: RunConfig) -> RunConfig:
-    """Every check of a resolved configuration: each section's own, then the algorithm's (hyperparameters
-    in the context of the run, e.g. EASGD's n·α < 2)."""
+    """Every check of a resolved configuration: each section's own, then those across sections (stragglers,
+    processes against the hardware, dataset files), then the algorithm's (hyperparameters in the context of
+    the run, e.g. EASGD's n·α < 2)."""
+    from .data import check_files
+
     cfg.train.validate()
     cfg.launch.validate()
-    get_algorithm(cfg.algorithm).validate(cfg.params, cfg)
+    algo = get_algorithm(cfg.algorithm)
+    np_ = cfg.launch.np
+    bad = [r for r in cfg.train.slow_ranks if not 0 <= r < np_]
+    if bad:
+        raise BenchError(f"slow_ranks {bad} are not workers: valid worker indices are 0..{np_ - 1} for np={np_}")
+    processes = np_ + algo.server_ranks(cfg.params, np_)
+    slots = _slots(cfg)
+    if slots and processes > slots[0] and not cfg.launch.oversubscribe:
+        raise BenchError(f"{processes} processes ({cfg.algorithm} with np={np_}) exceed the {slots[0]} that {slots[1]} "
+                         f"holds; lower --np or pass --oversubscribe")
+    if cfg.launch.emulated_hosts:
+        _check_emulated(cfg)
+    check_files(cfg.train)
+    algo.validate(cfg.params, cfg)
     return cfg
+
+
+def _check_emulated(cfg: RunConfig) -> None:
+    """An emulated cluster needs root and network namespaces here (one-line error naming what is missing)."""
+    from . import cluster
+
+    cluster.parse_rate(cfg.launch.link)
+    _cluster_supported()
+    if cfg.launch.network_interface not in ("", cluster.spec.IFNAME):
+        raise BenchError(f"an emulated cluster runs over its own interface {cluster.spec.IFNAME!r}; "
+                         f"network_interface {cfg.launch.network_interface!r} cannot be used with it")
+    cfg.launch.network_interface = cluster.spec.IFNAME
+
+
+@functools.lru_cache(maxsize=1)
+def _cluster_supported() -> None:
+    from . import cluster
+
+    cluster.check_supported()
 
 
 def _route(algorithm: str, overrides: dict, sections: dict[str, dict], keys: dict[str, set]) -> None:

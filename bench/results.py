@@ -24,7 +24,7 @@ import pandas as pd
 from . import SCHEMA_VERSION
 
 STEP_FIELDS = ("step", "epoch", "t", "samples", "loss", "accuracy", "step_s", "compute_s", "comm_s", "wait_s",
-               "staleness", "bytes_sent", "warmup")
+               "injected_s", "staleness", "bytes_sent", "warmup")
 EVAL_FIELDS = ("step", "epoch", "t", "samples_seen", "loss", "accuracy")
 
 
@@ -113,8 +113,10 @@ def write_summary(run_dir: str | Path, status: str, **fields) -> dict:
     return summary
 
 
-def mark_failed(run_dir: str | Path, reason: str, **fields) -> dict:
-    """Mark a run failed, keeping what an earlier (partial) summary recorded."""
+def mark_failed(run_dir: str | Path, reason: str, root_cause: bool = False, **fields) -> dict:
+    """Mark a run failed, keeping what an earlier (partial) summary recorded. The first reason recorded wins
+    (the ranks that fail later only report secondary errors), unless this one is the ``root_cause`` (the
+    launcher cancelled the job), which then comes first."""
     path = Path(run_dir) / "summary.json"
     old = {}
     if path.exists():
@@ -122,8 +124,8 @@ def mark_failed(run_dir: str | Path, reason: str, **fields) -> dict:
             old = read_json(path)
         except ResultsError:
             old = {}
-    if old.get("status") == "failed":  # keep the first (root-cause) reason
-        reason = old.get("reason", reason)
+    if old.get("status") == "failed" and old.get("reason"):
+        reason = f"{reason}; then: {old['reason']}" if root_cause else old["reason"]
     old.update(fields)
     old.update({"schema_version": SCHEMA_VERSION, "status": "failed", "reason": reason})
     write_json_atomic(path, old)

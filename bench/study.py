@@ -171,7 +171,10 @@ def prepare(study: Study) -> dict:
 
 
 def run(study: Study, algorithm: str) -> list[tuple[str, str]]:
-    """Launch every planned run of ``algorithm`` through notebooks/run.ipynb; returns (run key, status) pairs."""
+    """Launch every planned run of ``algorithm`` through notebooks/run.ipynb (one kernel, the runs one after the
+    other, the planned config files launched unchanged); returns (run key, status) pairs."""
+    import logging
+
     import papermill
 
     get_algorithm(algorithm)
@@ -181,24 +184,28 @@ def run(study: Study, algorithm: str) -> list[tuple[str, str]]:
         raise BenchError(f"no plan {manifest_path}: run `python -m bench study plan` (or `dvc repro plan`) first")
     manifest = json.loads(manifest_path.read_text())
     layout.algorithm_runs(algorithm).mkdir(parents=True, exist_ok=True)
-    results = []
+    if not manifest["runs"]:
+        print(f"[study] {algorithm}: not in study {study.name!r}, nothing to run")
+        return []
+    configs, outs, keys = [], [], []
     for entry in manifest["runs"]:
         planned = layout.dir / entry["config"]
         cfg = load_config(planned)
-        out = layout.run_dir(algorithm, cfg.launch.hardware, cfg.launch.np, cfg.tag)
-        key = f"{entry['name']}@{entry['hardware']}"
-        print(f"[study] {study.name}: {key} -> {out.relative_to(layout.dir)}", flush=True)
-        layout.notebooks.mkdir(parents=True, exist_ok=True)
-        papermill.execute_notebook(
-            str(REPO_ROOT / "notebooks" / "run.ipynb"), str(layout.notebooks / f"run-{entry['hardware']}-{entry['name']}.ipynb"),
-            parameters={"config": str(planned), "out": str(out)}, cwd=str(REPO_ROOT), kernel_name="python3",
-            progress_bar=False)
-        summary = out / "summary.json"
+        configs.append(str(planned))
+        outs.append(str(layout.run_dir(algorithm, cfg.launch.hardware, cfg.launch.np, cfg.tag)))
+        keys.append(f"{entry['name']}@{entry['hardware']}")
+    print(f"[study] {study.name}: {algorithm}, {len(configs)} run(s): {', '.join(keys)}", flush=True)
+    layout.notebooks.mkdir(parents=True, exist_ok=True)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")  # papermill streams the notebook's output
+    papermill.execute_notebook(str(REPO_ROOT / "notebooks" / "run.ipynb"), str(layout.notebooks / f"run-{algorithm}.ipynb"),
+                               parameters={"configs": configs, "outs": outs}, cwd=str(REPO_ROOT), kernel_name="python3",
+                               progress_bar=False, log_output=True)
+    results = []
+    for key, out in zip(keys, outs):
+        summary = Path(out) / "summary.json"
         status = json.loads(summary.read_text()).get("status", "incomplete") if summary.is_file() else "incomplete"
         print(f"[study] {key}: {status}", flush=True)
         results.append((key, status))
-    if not manifest["runs"]:
-        print(f"[study] {algorithm}: not in study {study.name!r}, nothing to run")
     return results
 
 

@@ -1,10 +1,13 @@
 """The timing protocol, in one place.
 
-Every step is timed by the worker loop with the device synchronised before each clock read;
-algorithms mark the parts of a step that communicate (``comm``) or wait on other workers or
-on outstanding non-blocking operations (``wait``); compute is the rest of the step. Warm-up
-steps are recorded but flagged and excluded from throughput (:mod:`bench.metrics.throughput`, which also
-defines the 95% interval).
+Every step is timed by the worker loop with the *compute stream* synchronised before each clock read
+(on a GPU: ``torch.cuda.current_stream().synchronize()``, never a device-wide synchronise, which would
+also wait on Horovod's and NCCL's streams and cancel the overlap that delayed, layer-wise, LASGD and
+gossip methods exist for). Algorithms mark the parts of a step that communicate (``comm``) or wait on
+other workers or on outstanding non-blocking operations (``wait``) with host clocks only (a section
+never synchronises the device: layer-wise marks one section per parameter inside backward); compute
+is the rest of the step. Warm-up steps are recorded but flagged and excluded from throughput
+(:mod:`bench.metrics.throughput`, which also defines the 95% interval).
 """
 
 from __future__ import annotations
@@ -16,29 +19,27 @@ import torch
 
 
 def device_sync(device: torch.device | str | None) -> None:
+    """Wait for the work queued on ``device``'s current (compute) stream; nothing on a CPU."""
     if device is not None and torch.device(device).type == "cuda":
-        torch.cuda.synchronize(device)
+        torch.cuda.current_stream(device).synchronize()
 
 
 class StepTimer:
-    """Accumulates communication and waiting time inside the current step."""
+    """Accumulates communication and waiting time (host clock) inside the current step."""
 
     KINDS = ("comm", "wait")
 
-    def __init__(self, device: torch.device | str = "cpu"):
-        self.device = device
+    def __init__(self):
         self.acc = {k: 0.0 for k in self.KINDS}
 
     @contextmanager
     def section(self, kind: str):
         if kind not in self.acc:
             raise ValueError(f"unknown timing section {kind!r}; valid: {', '.join(self.KINDS)}")
-        device_sync(self.device)
         t0 = time.perf_counter()
         try:
             yield
         finally:
-            device_sync(self.device)
             self.acc[kind] += time.perf_counter() - t0
 
     def comm(self):

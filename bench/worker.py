@@ -7,6 +7,11 @@ model that matters), ``model.pt`` and, on rank 0, ``summary.json``. A rank that 
 the run failed (first reason wins) and exits at once, so its peers' collectives fail and
 horovodrun ends the job instead of hanging.
 
+Stragglers (``slow_ranks``, ``slow_factor``, ``step_jitter_s``) are injected here, around every
+algorithm's step alike: right after a step the worker sleeps (slow_factor − 1) × the compute it
+measured in that step (plus a seeded exponential jitter), inside the step's timing, so the delay
+counts as compute (``injected_s`` says how much) in every throughput and time-to-accuracy figure.
+
 Evaluation never runs between steps: at every ``eval_every`` steps a rank only keeps a snapshot
 (:meth:`bench.algorithms.base.Algorithm.snapshot`, a memory copy, no communication), stamped
 with the wall-clock time it was taken; the held-out evaluations of the snapshots run after the
@@ -16,7 +21,9 @@ last step, and summary.json reports how long they took (``eval_s``).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import random
 import signal
 import sys
 import time
@@ -38,6 +45,7 @@ from .results import JsonlWriter, mark_failed, read_json, write_json_atomic, wri
 from .timing import StepTimer, device_sync
 
 FAULT_ENV = "BENCH_INJECT_FAULT"  # "RANK:STEP:raise|kill" — test aid: fail rank RANK at step STEP
+EVAL_DELAY_ENV = "BENCH_EVAL_DELAY_S"  # test aid: seconds added to every held-out evaluation (a slow evaluation)
 
 
 @torch.no_grad()
@@ -45,6 +53,7 @@ def evaluate(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, device, b
     """Mean cross-entropy and accuracy of ``model`` on (x, y)."""
     was_training = model.training
     model.eval()
+    time.sleep(float(os.environ.get(EVAL_DELAY_ENV, 0)))
     loss_sum, correct = 0.0, 0
     for i in range(0, len(x), batch):
         xb, yb = x[i:i + batch].to(device), y[i:i + batch].to(device)
@@ -96,6 +105,24 @@ def _progress_bar(cfg, total: int):
                 mininterval=1.0 if tty else 5.0, file=sys.stderr if tty else _LineFile())
 
 
+class Straggler:
+    """One worker's injected delay: (slow_factor − 1) × the step's compute if it is a straggler, plus jitter."""
+
+    def __init__(self, train, worker_index: int):
+        self.factor = train.slow_factor if worker_index in train.slow_ranks else 1.0
+        self.jitter = train.step_jitter_s
+        self.rng = random.Random(f"{train.seed}/jitter/{worker_index}")
+
+    def delay(self, compute_s: float) -> float:
+        """Sleep after a step whose compute took ``compute_s``; returns the seconds slept."""
+        seconds = (self.factor - 1.0) * compute_s + (self.rng.expovariate(1.0 / self.jitter) if self.jitter else 0.0)
+        if seconds <= 0:
+            return 0.0
+        t0 = time.perf_counter()
+        time.sleep(seconds)
+        return time.perf_counter() - t0
+
+
 class Worker:
     def __init__(self, cfg, run_dir: Path, comm: Comm):
         self.cfg, self.run_dir, self.comm = cfg, run_dir, comm
@@ -120,7 +147,7 @@ class Worker:
             return build_model(t, self.ds.input_shape, self.ds.num_classes).to(self.device)
 
         self.ctx = Context(cfg=cfg, comm=comm, device=self.device, build_model=new_model,
-                           make_optimizer=lambda ps: make_optimizer(t, ps), dataset=self.ds, timer=StepTimer(self.device),
+                           make_optimizer=lambda ps: make_optimizer(t, ps), dataset=self.ds, timer=StepTimer(),
                            worker_index=self.worker_index, num_workers=num_workers,
                            steps_per_epoch=self.shard.steps, total_steps=self.total_steps)
         self.model = new_model()
@@ -128,6 +155,7 @@ class Worker:
         self.algo.setup(self.model, make_optimizer(t, self.model.parameters()))
         self.snapshots: list[tuple[dict, dict]] = []  # (record fields, snapshot) in the order taken
         self.snapshot_s = 0.0
+        self.straggler = Straggler(t, self.worker_index)
 
     def now(self) -> float:
         return time.time() - self.ctx.t0
@@ -159,8 +187,9 @@ class Worker:
                 t_start = time.perf_counter()
                 stats = self.algo.step(x, y)
                 device_sync(self.device)
-                step_s = time.perf_counter() - t_start
                 split = timer.take()
+                injected = self.straggler.delay(time.perf_counter() - t_start - split["comm"] - split["wait"])
+                step_s = time.perf_counter() - t_start
                 step += 1
                 warm = step <= t.warmup_steps
                 end = self.now()
@@ -168,8 +197,8 @@ class Worker:
                 writer.write({"step": step, "epoch": step / self.shard.steps, "t": end,
                               "samples": len(y), "loss": stats.loss, "accuracy": stats.correct / len(y),
                               "step_s": step_s, "compute_s": max(step_s - split["comm"] - split["wait"], 0.0),
-                              "comm_s": split["comm"], "wait_s": split["wait"], "staleness": stats.staleness,
-                              "bytes_sent": stats.bytes_sent, "warmup": warm})
+                              "comm_s": split["comm"], "wait_s": split["wait"], "injected_s": injected,
+                              "staleness": stats.staleness, "bytes_sent": stats.bytes_sent, "warmup": warm})
                 if bar is not None:
                     bar.update(1)
                     bar.set_postfix(loss=f"{stats.loss:.3f}", refresh=False)
@@ -246,6 +275,46 @@ class Worker:
                       bench_version=__version__, **extra)
 
 
+class Terminated(Exception):
+    """This rank received SIGTERM (its job was cancelled or another rank failed)."""
+
+
+def _terminated(signum, frame):
+    raise Terminated("received SIGTERM")
+
+
+def watch_launcher(run_dir: Path, interval_s: float = 1.0) -> None:
+    """End this rank if the launcher that started the job (``bench.launch``, on this machine) is gone: marks the run
+    failed and exits. Without it a launcher killed outright (SIGKILL) would leave the ranks running."""
+    import threading
+
+    import psutil
+
+    pid, start, boot = (os.environ.get(k) for k in ("BENCH_LAUNCHER_PID", "BENCH_LAUNCHER_START", "BENCH_LAUNCHER_BOOT"))
+    if not pid or not boot:
+        return
+    try:
+        if Path("/proc/sys/kernel/random/boot_id").read_text().strip() != boot:
+            return  # another machine: its launcher cannot be watched from here
+    except OSError:
+        return
+
+    def alive() -> bool:
+        try:
+            return repr(psutil.Process(int(pid)).create_time()) == start
+        except psutil.NoSuchProcess:
+            return False
+
+    def watch():
+        while alive():
+            time.sleep(interval_s)
+        with contextlib.suppress(Exception):
+            mark_failed(run_dir, f"the launcher (pid {pid}) is gone: job cancelled")
+        os._exit(1)
+
+    threading.Thread(target=watch, name="bench-launcher-watch", daemon=True).start()
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.worker", description=__doc__.splitlines()[0])
     ap.add_argument("--config", required=True, help="config.json of the run directory")
@@ -258,6 +327,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {run_dir} already holds results ({', '.join(existing)}); prepare a new run directory "
               f"(python -m bench run ALGO ... --prepare-only --out NEW_DIR)", file=sys.stderr)
         return 2
+    watch_launcher(run_dir)
+    signal.signal(signal.SIGTERM, _terminated)  # horovodrun ends a job's ranks with SIGTERM: record why
     comm = Comm(cfg.launch.network_interface, cfg.launch.p2p_backend)
     try:
         Worker(cfg, run_dir, comm).run()

@@ -29,12 +29,14 @@ def horovodrun(np: int, script: Path, *args: str, timeout: float = 600, env: dic
 
 
 def run_algorithm(tmp_path: Path, algorithm: str, np: int, *sets: str, profile: str = "tiny", name: str | None = None,
-                  env: dict | None = None, expect_ok: bool = True, study: str = "adhoc", out: Path | None = None):
+                  env: dict | None = None, expect_ok: bool = True, study: str = "adhoc", out: Path | None = None,
+                  extra: list[str] | None = None):
     """``python -m bench run ALGO --np N --profile P --set ...`` into tmp_path/name (or ``out``); returns the loaded Run."""
     from bench.results import load_run
 
     out = out or tmp_path / (name or f"{algorithm}-np{np}")
-    args = ["run", algorithm, "--np", str(np), "--profile", profile, "--out", str(out), "--quiet", "--study", study]
+    args = ["run", algorithm, "--np", str(np), "--profile", profile, "--out", str(out), "--quiet", "--study", study,
+            *(extra or [])]
     for s in sets:
         args += ["--set", s]
     proc = bench_cli(*args, env=env)
@@ -49,3 +51,25 @@ def run_algorithm(tmp_path: Path, algorithm: str, np: int, *sets: str, profile: 
 @pytest.fixture
 def bench():
     return bench_cli
+
+
+def horovod_job(tmp_path_factory, np: int, script: Path, timeout: float = 900) -> tuple[Path, str]:
+    """Run ``horovodrun -np N python SCRIPT OUT`` once (a module fixture's job); returns (OUT, stdout)."""
+    out = tmp_path_factory.mktemp(script.stem)
+    proc = horovodrun(np, script, str(out), timeout=timeout)
+    if proc.returncode != 0:
+        pytest.fail(f"{script.name} failed (rc {proc.returncode}):\n{proc.stdout[-6000:]}\n{proc.stderr[-3000:]}")
+    return out, proc.stdout
+
+
+def saved_model(run_dir: Path) -> dict:
+    """The evaluated model's final state (model.pt) of a run directory."""
+    import torch
+
+    return torch.load(run_dir / "model.pt")
+
+
+def max_diff(a: dict, b: dict) -> float:
+    """Largest absolute difference between two state_dicts with the same keys."""
+    assert a.keys() == b.keys()
+    return max((a[k] - b[k]).abs().max().item() for k in a)

@@ -19,6 +19,8 @@ KEYS: tuple[str, ...] = (
     "downpour", "asgd", "aeasgd", "eamsgd", "dynsgd", "agn", "adag", "sasgd", "dcasgd",
     # decentralised family
     "sgp", "adpsgd", "fast",
+    # after the seeds
+    "diloco", "slowmo",
 )
 
 _CACHE: dict[str, type] = {}

@@ -1,38 +1,98 @@
-"""Synchronous data-parallel SGD with allreduce: the baseline.
+"""Synchronous data-parallel SGD with allreduce: the baseline, with Horovod's own compression and Adasum options.
 
 References:
     Sergeev and Del Balso, "Horovod: fast and easy distributed deep learning in TensorFlow",
     arXiv:1802.05799, 2018 (ring allreduce of gradients, the DistributedOptimizer used here).
+    Maleki, Musuvathi, Mytkowicz, Saarikivi, Xu, Eksarevskiy, Ekanayake and Barsoum, "Scaling Distributed
+    Training with Adaptive Summation", MLSys 2021 (arXiv:2006.02924): Adasum, Horovod's ``op=hvd.Adasum``.
 
 Update rule (docs/algorithms.md, ``sync``): every worker k computes g_k = ∇L(θ; B_k) on its own
 mini-batch; g = mean_k g_k by allreduce; θ ← Opt(θ, g). All replicas start from rank 0's
 broadcast parameters and optimizer state, so they stay identical, and the run equals
 single-process training on the union batch (to float tolerance).
 
+Options, passed to ``hvd.DistributedOptimizer`` as they are:
+
+- ``compression: fp16`` (``hvd.Compression.fp16``): each gradient is cast to float16 before its allreduce
+  and back to its dtype after it, so the payload is 2 bytes per element (``bytes_sent``) and the mean is
+  taken in float16 (rounding, and overflow above 65504).
+- ``op: adasum`` (``hvd.Adasum``): Horovod's Adasum optimizer: each worker applies its own optimizer step
+  to a copy (in the backward hooks), the per-worker updates δ_k are combined by Adasum's adaptive sum
+  (pairwise: δ_a + δ_b − (δ_a·δ_b)/(2‖δ_a‖²)·δ_a − (δ_a·δ_b)/(2‖δ_b‖²)·δ_b, recursively over a power of two of
+  ranks) and θ ← θ_start + Adasum_k δ_k. Horovod implements the Adasum reduction only with MPI
+  (``AdasumMPIAllreduceOp``; NCCL+MPI on GPUs) and only for a power-of-two number of ranks; with the
+  Gloo controller a job fails at the first reduction ("No Adasum operation enabled"). ``validate`` refuses
+  it before launch unless the Horovod build has MPI and the hardware profile uses ``controller: mpi``.
+  (Not exercised on this suite's default gloo-only CPU build.)
+
 Timing: gradients are reduced by Horovod's background thread while backward runs (hooks);
-``comm_s`` is the part that is not hidden, the wait in ``synchronize()`` before the update.
+``comm_s`` is the part that is not hidden, the wait in ``synchronize()`` before the update
+(with Adasum, the whole ``step()``, which waits for the reductions and applies them).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Literal
+
+from .. import BenchError
 from .base import Algorithm, StepStats
+
+
+def _is_power_of_two(n: int) -> bool:
+    return n >= 1 and n & (n - 1) == 0
+
+
+def check_adasum(cfg) -> None:
+    """Refuse ``op: adasum`` where Horovod cannot run it (one line naming why and what is needed)."""
+    from ..system import horovod_build
+
+    build = horovod_build()
+    mpi = bool((build.get("available") or {}).get("MPI"))
+    what = f"Horovod {build.get('version') or '(version unknown)'} here is built " + ("with MPI" if mpi else "without MPI (Gloo only)")
+    needs = "Horovod built with MPI (HOROVOD_WITH_MPI=1) and a hardware profile with controller: mpi"
+    if not mpi or cfg.launch.controller != "mpi":
+        raise BenchError(f"sync: op=adasum cannot run: Horovod reduces Adasum only over MPI (NCCL+MPI on GPUs), never Gloo "
+                         f"(a gloo job fails with 'No Adasum operation enabled'); {what} and the job's controller is "
+                         f"{cfg.launch.controller}; it needs {needs}")
+    if not _is_power_of_two(cfg.launch.np):
+        raise BenchError(f"sync: op=adasum needs a power-of-two number of workers (Horovod's Adasum), got np={cfg.launch.np}")
 
 
 class Sync(Algorithm):
     name = "sync"
     paper = "synchronous allreduce SGD (Horovod, Sergeev & Del Balso 2018)"
 
+    @dataclass
+    class Params:
+        compression: Literal["none", "fp16"] = "none"
+        """Horovod's gradient compression: none, or fp16 (gradients cast to float16 for the allreduce)."""
+        op: Literal["average", "adasum"] = "average"
+        """Horovod's reduction: average (mean gradient), or adasum (needs an MPI build and controller mpi)."""
+
+    @classmethod
+    def validate(cls, params, cfg) -> None:
+        if params.op == "adasum":
+            check_adasum(cfg)
+
     def setup(self, model, optimizer):
         super().setup(model, optimizer)
         self.comm.broadcast_state(model, optimizer)  # comm: common start (parameters and optimizer state)
-        self.dist_opt = self.comm.distributed_optimizer(optimizer, model.named_parameters())  # comm:
+        self.dist_opt = self.comm.distributed_optimizer(optimizer, model.named_parameters(),  # comm:
+                                                        compression=self.p.compression, op=self.p.op)
+        self.payload = sum(p.numel() * (2 if self.p.compression == "fp16" and p.is_floating_point() else p.element_size())
+                           for p in model.parameters() if p.requires_grad)
 
     def step(self, x, y) -> StepStats:
         self.dist_opt.zero_grad()
         stats = self.forward_backward(x, y)
-        with self.ctx.timer.comm():
-            self.dist_opt.synchronize()  # comm: wait for the gradient allreduces started in backward
-        with self.dist_opt.skip_synchronize():
-            self.dist_opt.step()
-        stats.bytes_sent = self.param_bytes(grads=True)
+        if self.p.op == "adasum":
+            with self.ctx.timer.comm():
+                self.dist_opt.step()  # comm: wait for the Adasum reductions of the updates, apply them
+        else:
+            with self.ctx.timer.comm():
+                self.dist_opt.synchronize()  # comm: wait for the gradient allreduces started in backward
+            with self.dist_opt.skip_synchronize():
+                self.dist_opt.step()
+        stats.bytes_sent = self.payload
         return stats

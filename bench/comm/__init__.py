@@ -77,9 +77,14 @@ class Comm:
     def barrier(self) -> None:
         self.hvd.barrier()  # comm:
 
-    def distributed_optimizer(self, optimizer, named_parameters, **kwargs):
-        """Horovod's DistributedOptimizer: per-gradient allreduce started from backward hooks."""
-        return self.hvd.DistributedOptimizer(optimizer, named_parameters=named_parameters, **kwargs)  # comm:
+    def distributed_optimizer(self, optimizer, named_parameters, compression: str = "none", op: str = "average"):
+        """Horovod's DistributedOptimizer: per-gradient allreduce started from backward hooks; ``compression``
+        none | fp16 (Horovod's Compression), ``op`` average | adasum (Horovod's reduction)."""
+        hvd = self.hvd
+        compressor = {"none": hvd.Compression.none, "fp16": hvd.Compression.fp16}[compression]
+        reduce_op = {"average": hvd.Average, "adasum": hvd.Adasum}[op]
+        return hvd.DistributedOptimizer(optimizer, named_parameters=named_parameters,  # comm:
+                                        compression=compressor, op=reduce_op)
 
     def shutdown(self) -> None:
         if self._p2p is not None:

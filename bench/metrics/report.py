@@ -22,7 +22,8 @@ def status_summary(status: pd.DataFrame) -> str:
 
 
 def hardware_table(runs: list[Run]) -> pd.DataFrame:
-    """One row per hardware id: hosts, CPU, GPUs, interconnect, torch / horovod versions (from system.json)."""
+    """One row per hardware id: hosts (as the launcher named them), CPU, GPUs, interconnect (an emulated cluster's
+    link rate, marked emulated: bandwidth only, no latency), torch / horovod versions (from system.json)."""
     rows = {}
     for r in runs:
         s = r.system
@@ -30,9 +31,13 @@ def hardware_table(runs: list[Run]) -> pd.DataFrame:
         if hw in rows:
             continue
         gpus = s.get("gpus") or []
+        net = s.get("network") or {}
+        interconnect = (f"emulated {net.get('link', '?')} (bandwidth only, latency not emulated)" if net.get("emulated")
+                        else s.get("interconnect") or "")
         rows[hw] = {"hardware": hw, "hosts": ",".join(sorted(set(s.get("hosts_by_rank") or [s.get("hostname", "")]))),
                     "cpu_model": s.get("cpu_model"), "cpu_cores": s.get("cpu_cores"),
                     "gpus": f"{len(gpus)} x {gpus[0].get('name', gpus[0]) if isinstance(gpus[0], dict) else gpus[0]}" if gpus else "",
-                    "interconnect": s.get("interconnect") or "", "torch": s.get("torch"), "horovod": s.get("horovod")}
-    cols = ["hardware", "hosts", "cpu_model", "cpu_cores", "gpus", "interconnect", "torch", "horovod"]
+                    "interconnect": interconnect, "emulated": bool(net.get("emulated")),
+                    "torch": s.get("torch"), "horovod": s.get("horovod")}
+    cols = ["hardware", "hosts", "cpu_model", "cpu_cores", "gpus", "interconnect", "emulated", "torch", "horovod"]
     return pd.DataFrame(list(rows.values()), columns=cols)

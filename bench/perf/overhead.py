@@ -17,6 +17,7 @@ from pathlib import Path
 
 import torch
 
+from ..layout import run_name
 from ..resolve import parse_set, resolve
 from ..data import Shard, load_dataset
 from ..models import build_model, make_optimizer
@@ -55,7 +56,7 @@ def suite_run(algorithm: str, np: int, profile: str, overrides: dict, tmp: Path)
     from ..results import read_json
 
     cfg = resolve(algorithm, np=np, profile=profile, overrides=overrides, study="perf")
-    run_dir, rc = run(cfg, tmp / f"{algorithm}-np{np}-{time.monotonic_ns()}", echo=False)
+    run_dir, rc = run(cfg, tmp / run_name(algorithm, np, str(time.monotonic_ns())), echo=False)
     if rc != 0:
         raise SystemExit(f"{algorithm} np={np} failed: {read_json(run_dir / 'summary.json').get('reason')}")
     return read_json(run_dir / "summary.json")["throughput"]

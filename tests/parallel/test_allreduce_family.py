@@ -11,10 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import torch
 
 from bench.results import load_run
-from conftest import horovodrun, run_algorithm
+from conftest import horovod_job, max_diff, run_algorithm, saved_model as model
 
 SCRIPTS = Path(__file__).parent / "scripts"
 FAMILY = ("delayed", "layerwise", "localsgd", "lasgd", "easgd")
@@ -23,20 +22,7 @@ LAPTOP_STEPS = 120  # scripts/allreduce_family.py LAPTOP["max_steps"]
 
 @pytest.fixture(scope="module")
 def job(tmp_path_factory):
-    out = tmp_path_factory.mktemp("allreduce_family")
-    proc = horovodrun(2, SCRIPTS / "allreduce_family.py", str(out), timeout=900)
-    if proc.returncode != 0:
-        pytest.fail(f"allreduce_family.py failed (rc {proc.returncode}):\n{proc.stdout[-6000:]}\n{proc.stderr[-3000:]}")
-    return out, proc.stdout
-
-
-def model(path: Path) -> dict:
-    return torch.load(path / "model.pt")
-
-
-def max_diff(a: dict, b: dict) -> float:
-    assert a.keys() == b.keys()
-    return max((a[k] - b[k]).abs().max().item() for k in a)
+    return horovod_job(tmp_path_factory, 2, SCRIPTS / "allreduce_family.py")
 
 
 @pytest.mark.parametrize("rule", ["delayed", "easgd", "localsgd"])

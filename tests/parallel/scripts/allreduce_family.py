@@ -19,60 +19,12 @@ import sys
 from pathlib import Path
 
 import torch
-from torch import nn
 
-from bench.algorithms import get_algorithm
-from bench.algorithms.base import Context
 from bench.comm import Comm
-from bench.models import make_optimizer
-from bench.resolve import resolve
-from bench.results import write_json_atomic
-from bench.timing import StepTimer
-from bench.worker import Worker
+from quadratic import LR, Quad, batch, build, close, run_worker, target
 
-D, B, LR = 5, 4, 0.1
 TINY = {"max_steps": 6, "lr": 0.1, "eval_every": 0, "warmup_steps": 0, "epochs": 1}
 LAPTOP = {"max_steps": 120, "eval_every": 40}
-
-
-class Quad(nn.Module):
-    """out = 0.5‖w − x_i‖² per row; with loss = mean(out), ∇L(w) = w − mean_i x_i."""
-
-    def __init__(self):
-        super().__init__()
-        g = torch.Generator().manual_seed(0)
-        self.w = nn.Parameter(torch.randn(D, generator=g, dtype=torch.float64))
-
-    def forward(self, x):
-        return 0.5 * ((self.w - x) ** 2).sum(1, keepdim=True)
-
-
-def target(t: int, k: int) -> torch.Tensor:
-    return torch.arange(D, dtype=torch.float64) * (k + 1) - 0.3 * t + 0.7 * k
-
-
-def batch(t: int, k: int):
-    return target(t, k).repeat(B, 1), torch.zeros(B, dtype=torch.long)
-
-
-def build(comm: Comm, algo: str, steps: int, **overrides):
-    cfg = resolve(algo, np=comm.size, profile="tiny", overrides={"lr": LR, "optimizer": "sgd", "momentum": 0.0, **overrides})
-    cls = get_algorithm(algo)
-    params = cfg.params
-    ctx = Context(cfg=cfg, comm=comm, device=torch.device("cpu"), build_model=Quad,
-                  make_optimizer=lambda ps: make_optimizer(cfg.train, ps), loss_fn=lambda out, y: out.mean(),
-                  timer=StepTimer(), worker_index=comm.rank, num_workers=comm.size, steps_per_epoch=steps, total_steps=steps)
-    model = Quad()
-    with torch.no_grad():
-        model.w += 10.0 * comm.rank  # the algorithm's setup must broadcast rank 0's parameters
-    a = cls(params, ctx)
-    a.setup(model, make_optimizer(cfg.train, model.parameters()))
-    return a, model
-
-
-def close(a: torch.Tensor, b: torch.Tensor, what: str) -> None:
-    err = float((a - b).abs().max())
-    assert err < 1e-10, f"{what}: max abs difference {err:.3g}\n  got      {a.tolist()}\n  expected {b.tolist()}"
 
 
 def check_delayed(comm: Comm, d: int = 2, steps: int = 7) -> None:
@@ -144,17 +96,6 @@ def check_localsgd(comm: Comm, lam: int = 3, steps: int = 7) -> None:
         else:
             assert not torch.equal(replicas[0], replicas[1]), f"replicas should differ between averagings (step {t})"
     print(f"RULE localsgd ok rank {comm.rank}", flush=True)
-
-
-def run_worker(comm: Comm, out: Path, name: str, algo: str, profile: str, overrides: dict) -> None:
-    cfg = resolve(algo, np=comm.size, profile=profile, overrides=overrides, tag=name)
-    run_dir = out / name
-    if comm.rank == 0:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        write_json_atomic(run_dir / "config.json", cfg.to_dict())
-    comm.barrier()  # comm: the run directory exists
-    Worker(cfg, run_dir, comm).run()
-    print(f"RUN {name} ok rank {comm.rank}", flush=True)
 
 
 def main() -> int:

@@ -1,0 +1,57 @@
+"""An emulated cluster on one Linux machine: one network namespace per host, shaped links, an sshd per host.
+
+``python -m bench cluster up --hosts 4 --link 1gbit [--slots 1] [--cpu HOST=SHARE ...]`` makes:
+
+- one network namespace per host (``dbemu-h<i>``), joined by a veth pair each to one bridge in the
+  root namespace, addresses from 198.18.0.0/15 (reserved for network benchmarking);
+- each host's link shaped in both directions to the rate (``tbf``; the kernel has no ``netem``, so
+  bandwidth is emulated, latency is not);
+- an sshd per host listening on that host's address only, key login with keys the suite keeps in
+  its private directory ``/run/distbench/dbemu`` (never ``~/.ssh``);
+- optionally a share of a core per host (cgroup v1 ``cpu``), to make one host slower.
+
+``horovodrun`` runs in the root namespace and reaches the hosts over ssh like real machines:
+``launch_settings()`` gives the hostfile, ``--network-interface dbemu0`` (the name of the bridge
+*and* of every host's interface, see :mod:`.spec`), the ssh port and identity, and the PATH that puts
+the suite's ssh wrapper first. Modules: :mod:`.spec` (names, Spec, State), :mod:`.net` (namespaces,
+links, shaping), :mod:`.sshd`, :mod:`.cgroups`, :mod:`.lifecycle` (up/down/ensure), :mod:`.hostfile`,
+:mod:`.cli`; :mod:`.stream` and :mod:`.probe` are small programs run inside the hosts (a TCP stream,
+a Horovod + torch.distributed check).
+
+API (all raise :class:`bench.BenchError` with a one-line reason)::
+
+    check_supported()                 # root, netns with veth/bridge/tbf, ip/tc, sshd (names the install command)
+    state() -> State | None           # the live cluster, or None
+    up(Spec(hosts, slots, link, cpu)) # replaces any cluster or leftovers of the suite's; installs sshd on first use
+    down() -> bool                    # removes everything of the suite's; False (no-op) if there was nothing
+    ensure(spec) -> State             # up if absent/broken/too small, else reshape link/cpu/slots in place
+    launch_settings(state, processes, server_host) -> dict
+        # processes = horovodrun -np (with server_host, the last rank is the server, on a host of its own);
+        # keys hostfile, network_interface, ssh_port, ssh_identity_file, hosts (per rank), link, emulated,
+        # np, env (add to horovodrun's environment: PATH with the suite's ssh wrapper first)
+    horovodrun_args(settings)         # ["-np", N, "--hostfile", H, "--network-interface", IF, "-p", PORT,
+                                      #  "--ssh-identity-file", KEY]
+
+Only one emulated cluster exists per machine (its names are fixed); operations are serialised by a lock.
+"""
+
+from .hostfile import horovodrun_args, launch_settings, placement, write_hostfile
+from .lifecycle import check_supported, down, ensure, leftovers, state, up
+from .spec import Host, Spec, State, parse_rate
+
+__all__ = [
+           "Host",
+           "Spec",
+           "State",
+           "check_supported",
+           "down",
+           "ensure",
+           "horovodrun_args",
+           "launch_settings",
+           "leftovers",
+           "parse_rate",
+           "placement",
+           "state",
+           "up",
+           "write_hostfile",
+]

@@ -1,0 +1,248 @@
+"""``up``, ``down``, ``ensure``, ``state`` and ``check_supported``: the life of the one emulated cluster.
+
+There is at most one emulated cluster per machine (its names are fixed). Every operation takes
+an exclusive lock (``flock`` on ``/run/distbench/dbemu.lock``) so that two launchers never build
+or tear down at the same time.
+
+``up`` first tears down whatever the suite left behind (a crashed ``up``, a lost state file, a
+namespace whose processes outlived it): it finds leftovers by their exact names (``dbemu-h<i>``
+namespaces, ``dbemu-v<i>``/``dbemu0`` links, ``dbemu-h<i>`` cgroups, sshd processes started with a
+config in the suite's directory) and never touches anything else. A failing ``up`` removes what it
+made before raising. ``down`` does the same teardown and says whether there was anything to remove.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from .. import BenchError
+from . import cgroups, net, sh, sshd
+from .spec import (
+    BASE_DIR,
+    DIR,
+    STATE_FILE,
+    SUBNET,
+    Host,
+    Spec,
+    State,
+    host_address,
+    netns_name,
+    veth_root_name,
+)
+
+LOCK_FILE = BASE_DIR / "dbemu.lock"
+SETUP_SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "setup-cluster.sh"
+
+
+def install_command() -> str:
+    return f"bash {SETUP_SCRIPT}" if SETUP_SCRIPT.exists() else "apt-get install -y openssh-server iproute2"
+
+
+def check_supported(need_sshd: bool = True) -> None:
+    """Raise BenchError naming what is missing: root, network namespaces, ip/tc with tbf, sshd."""
+    if os.geteuid() != 0:
+        raise BenchError("the emulated cluster needs root (network namespaces, veth, tc need CAP_NET_ADMIN)")
+    if not Path("/proc/self/ns/net").exists():
+        raise BenchError("the emulated cluster needs network namespaces (this kernel has no /proc/self/ns/net)")
+    for tool in ("ip", "tc"):
+        if not sh.which(tool):
+            raise BenchError(f"the emulated cluster needs `{tool}` (iproute2): run `{install_command()}`")
+    for tool in ("unshare", "mount"):
+        if not sh.which(tool):
+            raise BenchError(f"the emulated cluster needs `{tool}` (util-linux)")
+    # probe, side-effect free, in a throw-away namespace: veth, bridge and tbf
+    probe = ("ip link add name dbprobe0 type veth peer name dbprobe1 && ip link add name dbprobe2 type bridge"
+             " && tc qdisc add dev dbprobe0 root tbf rate 1mbit burst 32kb latency 25ms")
+    proc = subprocess.run(["unshare", "-n", "sh", "-c", probe], check=False, capture_output=True, text=True, timeout=30)
+    if proc.returncode != 0:
+        err = (proc.stderr.strip().splitlines() or ["?"])[-1]
+        raise BenchError(f"the emulated cluster needs network namespaces with veth, bridge and tc tbf: {err}")
+    if need_sshd and not sshd.sshd_binary():
+        raise BenchError(f"the emulated cluster needs sshd (openssh-server), not installed: run `{install_command()}`")
+    if need_sshd and not (sh.which("ssh") and sh.which("ssh-keygen")):
+        raise BenchError(f"the emulated cluster needs ssh and ssh-keygen (openssh-client): run `{install_command()}`")
+
+
+@contextlib.contextmanager
+def _lock():
+    while True:
+        BASE_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
+        try:
+            fd = os.open(LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
+        except FileNotFoundError:  # a `down` removed /run/distbench just now
+            continue
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            same = os.fstat(fd).st_ino == os.stat(LOCK_FILE).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        os.close(fd)  # a `down` removed the lock file while we waited: lock the new one
+    try:
+        yield
+    finally:
+        # drop the lock file (and /run/distbench if empty) once no cluster is left
+        if not DIR.exists():
+            with contextlib.suppress(OSError):
+                LOCK_FILE.unlink()
+            with contextlib.suppress(OSError):
+                BASE_DIR.rmdir()
+        os.close(fd)
+
+
+def _read_state() -> State | None:
+    try:
+        return State.from_json(STATE_FILE.read_text())
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _write_state(st: State) -> None:
+    tmp = STATE_FILE.with_suffix(".tmp")
+    tmp.write_text(st.to_json())
+    os.replace(tmp, STATE_FILE)
+
+
+def _healthy(st: State) -> bool:
+    if net.list_netns() != [h.netns for h in st.hosts] or st.bridge not in net.list_links():
+        return False
+    return all(h.sshd_pid and sshd.ours(h.sshd_pid) for h in st.hosts)
+
+
+def state() -> State | None:
+    """The live cluster (None if there is none, or if what is left of one is broken)."""
+    if os.geteuid() != 0:
+        return None
+    st = _read_state()
+    return st if st is not None and _healthy(st) else None
+
+
+def leftovers() -> dict[str, list[str]]:
+    """Everything of the suite's that exists now, by kind (empty lists: nothing)."""
+    return {
+        "netns": net.list_netns(),
+        "links": net.list_links(),
+        "cgroups": [str(p) for p in cgroups.list_groups()],
+        "sshd": [str(p) for p in sshd.suite_sshd_pids()],
+        "files": [str(DIR)] if DIR.exists() else [],
+    }
+
+
+def _teardown() -> bool:
+    """Remove everything of the suite's; True if there was anything."""
+    found = any(leftovers().values())
+    pids = sshd.suite_sshd_pids()
+    for ns in net.list_netns():
+        pids += net.netns_pids(ns)
+    for group in cgroups.list_groups():
+        pids += cgroups.procs(group)
+    if pids:
+        sshd.kill(pids)
+    net.delete_all()
+    cgroups.remove_all(sshd.kill)
+    sshd.remove_privsep_dir_if_ours()
+    if DIR.exists():
+        shutil.rmtree(DIR)
+    left = {k: v for k, v in leftovers().items() if v}
+    if left:
+        raise BenchError(f"could not remove all of the emulated cluster: {left}")
+    return found
+
+
+def _up(spec: Spec) -> State:
+    clash = net.subnet_users()
+    if clash:
+        raise BenchError(f"the emulated cluster's subnet {SUBNET} is already in use here: {', '.join(clash)}")
+    _teardown()
+    DIR.mkdir(mode=0o700, parents=True)
+    hosts = [Host(i, netns_name(i), host_address(i), veth_root_name(i), "") for i in range(spec.hosts)]
+    try:
+        sshd.ensure_privsep_dir()
+        net.create_bridge()
+        for h in hosts:
+            net.add_host(h.index)
+            net.shape(h.index, spec.link)
+            h.cgroup = cgroups.create(h.index)
+            cgroups.set_share(h.cgroup, spec.cpu.get(h.index))
+        sshd.prepare(hosts)
+        for h in hosts:
+            h.sshd_pid = sshd.start(h)
+        st = State(hosts=hosts, slots=spec.slots, link=spec.link, cpu=dict(spec.cpu),
+                   ssh_identity_file=str(sshd.IDENTITY), ssh_config=str(sshd.SSH_CONFIG),
+                   ssh_bin_dir=str(sshd.BIN_DIR), created_run_sshd=sshd.PRIVSEP_MARKER.exists(),
+                   created_at=time.time())
+        _write_state(st)
+        return st
+    except BaseException:
+        with contextlib.suppress(Exception):
+            _teardown()
+        raise
+
+
+def _ready(spec: Spec) -> Spec:
+    """Validate ``spec`` and the system; install sshd on first use if it is missing."""
+    spec = spec.validated()
+    check_supported(need_sshd=False)
+    if not sshd.sshd_binary() and SETUP_SCRIPT.exists():
+        print(f"[bench.cluster] first use: installing openssh-server ({install_command()})", file=sys.stderr)
+        proc = subprocess.run(["bash", str(SETUP_SCRIPT)], check=False, capture_output=True, text=True, timeout=900)
+        if proc.returncode != 0:
+            err = (proc.stderr.strip().splitlines() or ["?"])[-1]
+            raise BenchError(f"installing openssh-server failed ({install_command()}): {err}")
+    check_supported()
+    if spec.cpu:
+        cgroups.require()
+    return spec
+
+
+def up(spec: Spec) -> State:
+    """Create the cluster ``spec`` describes (replacing any cluster or leftovers of the suite's)."""
+    spec = _ready(spec)
+    with _lock():
+        return _up(spec)
+
+
+def down() -> bool:
+    """Remove every namespace, link, qdisc, cgroup, sshd and file of the suite's; False if there was nothing."""
+    if os.geteuid() != 0:
+        raise BenchError("the emulated cluster needs root (network namespaces, veth, tc need CAP_NET_ADMIN)")
+    with _lock():
+        return _teardown()
+
+
+def _reshape(st: State, link: str, cpu: dict[int, float]) -> State:
+    """Change link rates and CPU shares in place (no namespace or sshd is restarted)."""
+    if link != st.link:
+        for h in st.hosts:
+            net.shape(h.index, link)
+        st.link = link
+    for h in st.hosts:
+        if cpu.get(h.index) != st.cpu.get(h.index):
+            cgroups.set_share(h.cgroup, cpu.get(h.index))
+    st.cpu = {i: s for i, s in cpu.items() if i < len(st.hosts)}
+    return st
+
+
+def ensure(spec: Spec) -> State:
+    """A cluster with at least ``spec.hosts`` hosts, shaped as ``spec`` says.
+
+    No cluster (or a broken one): ``up``. Too few hosts: rebuilt. Otherwise the live cluster is
+    kept and its link rate, CPU shares and slots are changed in place."""
+    spec = _ready(spec)
+    with _lock():
+        st = _read_state()
+        if st is None or not _healthy(st) or len(st.hosts) < spec.hosts:
+            return _up(spec)
+        st = _reshape(st, spec.link, spec.cpu)
+        st.slots = spec.slots
+        _write_state(st)
+        return st
+

@@ -1,0 +1,186 @@
+"""A horovodrun job over the emulated hosts that shows where its ranks really run and talk.
+
+Each rank (``python -m bench.cluster.probe check``) calls ``hvd.init()``, checks an allreduce, opens
+a ``torch.distributed`` gloo group (``GLOO_SOCKET_IFNAME`` = the cluster's interface), sends a tensor
+around the ring with ``send``/``recv`` and prints one ``PROBE {json}`` line: its ``HOROVOD_HOSTNAME``,
+the address of its interface, its network namespace (``/proc/self/ns/net``), its cpu cgroup, PATH and
+PYTHONPATH as they arrived over ssh, the bytes its host's interface sent during the point-to-point
+exchange, and the local/remote addresses of every TCP connection the process holds (read from
+``/proc/self/fd`` and ``/proc/self/net/tcp``, i.e. in its own namespace: what ``ss -tnp`` would show).
+
+``python -m bench.cluster.probe busbw --sizes ... --iters K`` times Horovod allreduce instead:
+rank 0 prints ``PROBE {"busbw": ...}`` with the median time per allreduce and the bus bandwidth
+(algbw × 2(n−1)/n, as nccl-tests define it).
+
+:func:`run_job` is the launcher side: horovodrun in the root namespace with :func:`launch_settings`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+MARK = "PROBE "
+
+
+def _tcp_connections() -> list[dict]:
+    """This process's IPv4 TCP connections (local, remote, state), from /proc in its own namespace."""
+    inodes = set()
+    for fd in Path("/proc/self/fd").iterdir():
+        try:
+            link = os.readlink(fd)
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            inodes.add(link[8:-1])
+
+    def addr(hexaddr: str) -> str:
+        ip, port = hexaddr.split(":")
+        return f"{socket.inet_ntoa(bytes.fromhex(ip)[::-1])}:{int(port, 16)}"
+
+    out = []
+    for line in Path("/proc/self/net/tcp").read_text().splitlines()[1:]:
+        f = line.split()
+        if f[9] in inodes:
+            out.append({"local": addr(f[1]), "remote": addr(f[2]), "state": {"01": "ESTAB", "0A": "LISTEN"}.get(f[3], f[3])})
+    return out
+
+
+def _tx_bytes(ifname: str) -> int:
+    for line in Path("/proc/self/net/dev").read_text().splitlines()[2:]:
+        name, data = line.split(":", 1)
+        if name.strip() == ifname:
+            return int(data.split()[8])
+    return -1
+
+
+def _if_address(ifname: str) -> str:
+    import psutil
+
+    return next((a.address for a in psutil.net_if_addrs().get(ifname, []) if a.family == socket.AF_INET), "")
+
+
+def check(args) -> int:
+    import horovod.torch as hvd
+    import torch
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    hvd.init()
+    rank, size = hvd.rank(), hvd.size()
+    ifname = os.environ.get("HOROVOD_GLOO_IFACE", "")
+    my_addr = _if_address(ifname)
+    total = hvd.allreduce(torch.full((1000,), float(rank)), op=hvd.Sum, name="probe")
+    allreduce_ok = bool(torch.all(total == sum(range(size))))
+    # torch.distributed beside Horovod: rank 0's address and a free port reach everyone by broadcast
+    port = 0
+    if rank == 0:
+        with socket.socket() as s:
+            s.bind((my_addr, 0))
+            port = s.getsockname()[1]
+    master, port = hvd.broadcast_object((my_addr, port), root_rank=0, name="probe_master")
+    os.environ["GLOO_SOCKET_IFNAME"] = ifname
+    dist.init_process_group("gloo", init_method=f"tcp://{master}:{port}", rank=rank, world_size=size)
+    numel = args.p2p_bytes // 4
+    send_t, recv_t = torch.full((numel,), float(rank)), torch.empty(numel)
+    tx0 = _tx_bytes(ifname)
+    t0 = time.perf_counter()
+    if size > 1:  # a ring: even ranks send first, odd ranks receive first
+        nxt, prv = (rank + 1) % size, (rank - 1) % size
+        if rank % 2 == 0:
+            dist.send(send_t, nxt)
+            dist.recv(recv_t, prv)
+        else:
+            dist.recv(recv_t, prv)
+            dist.send(send_t, nxt)
+    p2p_s = time.perf_counter() - t0
+    dist.barrier()  # every send has left its host before the interface counter is read
+    tx1 = _tx_bytes(ifname)
+    p2p_ok = size == 1 or bool(torch.all(recv_t == float((rank - 1) % size)))
+    record = {
+        "rank": rank, "size": size, "horovod_hostname": os.environ.get("HOROVOD_HOSTNAME"),
+        "hostname": socket.gethostname(), "interface": ifname,
+        "address": my_addr, "netns": os.readlink("/proc/self/ns/net"), "pid": os.getpid(),
+        "cgroup_cpu": next((line.split(":", 2)[2] for line in Path("/proc/self/cgroup").read_text().splitlines()
+                            if ":cpu:" in line or ":cpu," in line), ""),
+        "path": os.environ.get("PATH", ""), "pythonpath": os.environ.get("PYTHONPATH", ""),
+        "allreduce_ok": allreduce_ok, "p2p_ok": p2p_ok, "p2p_bytes": numel * 4, "p2p_s": p2p_s,
+        "tx_bytes_during_p2p": tx1 - tx0, "connections": _tcp_connections(),
+    }
+    print(MARK + json.dumps(record), flush=True)
+    dist.destroy_process_group()
+    hvd.shutdown()
+    return 0
+
+
+def busbw(args) -> int:
+    import horovod.torch as hvd
+    import torch
+
+    torch.set_num_threads(1)
+    hvd.init()
+    n = hvd.size()
+    results = []
+    for nbytes in args.sizes:
+        t = torch.ones(nbytes // 4)
+        for _ in range(args.warmup):
+            hvd.allreduce_(t, op=hvd.Sum, name=f"bw{nbytes}")
+        times = []
+        for _ in range(args.iters):
+            hvd.allreduce_(torch.zeros(1), op=hvd.Sum, name="sync")  # start together
+            t0 = time.perf_counter()
+            hvd.allreduce_(t, op=hvd.Sum, name=f"bw{nbytes}")
+            times.append(time.perf_counter() - t0)
+        # the slowest rank's time is the collective's time
+        times = hvd.allreduce(torch.tensor(times, dtype=torch.float64), op=hvd.Max, name=f"t{nbytes}").tolist()
+        med = statistics.median(times)
+        algbw = nbytes * 8 / med
+        results.append({"bytes": nbytes, "size": n, "median_s": med, "times": times, "algbw_bps": algbw,
+                        "busbw_bps": algbw * 2 * (n - 1) / n})
+    if hvd.rank() == 0:
+        print(MARK + json.dumps({"busbw": results}), flush=True)
+    hvd.shutdown()
+    return 0
+
+
+def run_job(st, np: int, mode_args: list[str], timeout: float = 300, server_host: bool = False) -> tuple[list[dict], str]:
+    """``horovodrun -np N --gloo --hostfile H --network-interface IF -p PORT --ssh-identity-file KEY python -m
+    bench.cluster.probe MODE_ARGS`` from the root namespace; (the PROBE records, the whole output)."""
+    from ..layout import REPO_ROOT
+    from ..system import horovodrun_path
+    from .hostfile import horovodrun_args, launch_settings
+
+    settings = launch_settings(st, np, server_host)
+    cmd = [horovodrun_path(), *horovodrun_args(settings), "--gloo", "--start-timeout", "60", sys.executable, "-m",
+           "bench.cluster.probe", *mode_args]
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), **settings["env"])
+    proc = subprocess.run(cmd, check=False, capture_output=True, text=True, env=env, cwd=str(REPO_ROOT), timeout=timeout)
+    output = proc.stdout + proc.stderr
+    if proc.returncode != 0:
+        raise RuntimeError(f"horovodrun failed (rc {proc.returncode}): {' '.join(cmd)}\n{output[-4000:]}")
+    records = [json.loads(line.split(MARK, 1)[1]) for line in proc.stdout.splitlines() if MARK + "{" in line]
+    return records, output
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.cluster.probe")
+    sub = ap.add_subparsers(dest="mode", required=True)
+    c = sub.add_parser("check")
+    c.add_argument("--p2p-bytes", type=int, default=4 << 20)
+    b = sub.add_parser("busbw")
+    b.add_argument("--sizes", type=lambda v: [int(float(x)) for x in v.split(",")], default=[16 << 20])
+    b.add_argument("--iters", type=int, default=5)
+    b.add_argument("--warmup", type=int, default=2)
+    args = ap.parse_args(argv)
+    return check(args) if args.mode == "check" else busbw(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

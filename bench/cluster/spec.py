@@ -1,0 +1,175 @@
+"""What a cluster is: the requested :class:`Spec`, the live :class:`State`, and the naming scheme.
+
+Naming. Everything the suite makes in the kernel or on disk carries the prefix ``dbemu``, so that
+``down`` and the stale clean-up of ``up`` remove exactly what the suite made and nothing else:
+
+========================  ==============================================  =======================
+object                    name                                            where
+========================  ==============================================  =======================
+host i                    network namespace ``dbemu-h<i>``                ``ip netns``
+bridge                    ``dbemu0``, address 198.18.0.1/24               root namespace
+host i's link, root end   veth ``dbemu-v<i>`` (enslaved to the bridge)    root namespace
+host i's link, host end   veth ``dbemu0``, address 198.18.0.<i+2>/24      namespace ``dbemu-h<i>``
+host i's CPU share        cgroup ``/sys/fs/cgroup/cpu/dbemu-h<i>``        cgroup v1 ``cpu``
+sshd, keys, state         ``/run/distbench/dbemu/`` (0700)                tmpfs: gone at reboot,
+                                                                          like the namespaces
+========================  ==============================================  =======================
+
+The bridge and every host-side veth end share one name, ``dbemu0``, on purpose: horovodrun's
+``--network-interface`` is looked up both in the launcher's namespace (the root namespace, where
+Horovod's gloo rendezvous server takes the address of that interface) and in every host namespace
+(where gloo binds its sockets to it). One name that exists, with an address in the subnet, on both
+sides makes one ``--network-interface dbemu0`` right everywhere.
+
+Addresses are in 198.18.0.0/15, the block reserved for network benchmarking (RFC 2544); hosts
+have no default route, so they reach only each other and the launcher on the bridge.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import ipaddress
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .. import BenchError
+
+PREFIX = "dbemu"
+BRIDGE = f"{PREFIX}0"
+IFNAME = BRIDGE  # host-side veth end inside each host namespace: the same name as the bridge
+SUBNET = ipaddress.ip_network("198.18.0.0/24")
+BRIDGE_ADDRESS = str(SUBNET.network_address + 1)
+MAX_HOSTS = SUBNET.num_addresses - 3  # .0 network, .1 bridge, .255 broadcast
+SSH_PORT = 2222
+BASE_DIR = Path("/run/distbench")
+DIR = BASE_DIR / PREFIX  # the suite's private directory (0700): keys, sshd configs, pid files, state
+STATE_FILE = DIR / "state.json"
+CGROUP_ROOT = Path("/sys/fs/cgroup/cpu")
+CFS_PERIOD_US = 100_000
+
+
+def netns_name(i: int) -> str:
+    return f"{PREFIX}-h{i}"
+
+
+def veth_root_name(i: int) -> str:
+    return f"{PREFIX}-v{i}"
+
+
+def host_address(i: int) -> str:
+    return str(SUBNET.network_address + 2 + i)
+
+
+def cgroup_path(i: int) -> Path:
+    return CGROUP_ROOT / netns_name(i)
+
+
+_RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(kbit|mbit|gbit)\s*$", re.IGNORECASE)
+_UNIT = {"kbit": 1e3, "mbit": 1e6, "gbit": 1e9}
+
+
+def parse_rate(link: str) -> float:
+    """Bits per second of a link rate such as ``100mbit``, ``1gbit``, ``10gbit``; 0 for ``""`` (unshaped)."""
+    if not link:
+        return 0.0
+    m = _RATE.match(link)
+    if not m or float(m.group(1)) <= 0:
+        raise BenchError(f"bad link rate {link!r}: give e.g. 100mbit, 1gbit, 10gbit (or '' for unshaped)")
+    return float(m.group(1)) * _UNIT[m.group(2).lower()]
+
+
+def normalize_rate(link: str) -> str:
+    """Canonical spelling (``1GBit`` -> ``1gbit``), so that two spellings of one rate compare equal."""
+    if not link:
+        return ""
+    bps = parse_rate(link)
+    for unit in ("gbit", "mbit", "kbit"):
+        v = bps / _UNIT[unit]
+        if v >= 1 and abs(v - round(v)) < 1e-9:
+            return f"{round(v)}{unit}"
+    return f"{bps / 1e3:g}kbit"
+
+
+@dataclass
+class Spec:
+    """An emulated cluster as asked for (``python -m bench cluster up --hosts 4 --link 1gbit ...``)."""
+
+    hosts: int
+    """Number of emulated hosts (network namespaces)."""
+    slots: int = 1
+    """Processes per host in the hostfiles written for it."""
+    link: str = ""
+    """Each host's link rate in both directions (``100mbit``, ``1gbit``, ``10gbit``); ``""``: unshaped."""
+    cpu: dict[int, float] = field(default_factory=dict)
+    """Host index -> share of one core (0.5: half a core); hosts not named are not limited."""
+
+    def validated(self) -> Spec:
+        """A copy with the link rate normalised; BenchError naming the bad field otherwise."""
+        if not isinstance(self.hosts, int) or not 1 <= self.hosts <= MAX_HOSTS:
+            raise BenchError(f"--hosts must be between 1 and {MAX_HOSTS}, got {self.hosts!r}")
+        if not isinstance(self.slots, int) or self.slots < 1:
+            raise BenchError(f"--slots must be >= 1, got {self.slots!r}")
+        cpu = {}
+        for host, share in (self.cpu or {}).items():
+            if isinstance(host, str) and host.strip().isdigit():
+                host = int(host)
+            if not isinstance(host, int) or not 0 <= host < self.hosts:
+                raise BenchError(f"--cpu names host {host!r}; hosts are 0..{self.hosts - 1}")
+            if not isinstance(share, (int, float)) or not 0 < share <= (os.cpu_count() or 1):
+                raise BenchError(f"--cpu share of host {host} must be in (0, {os.cpu_count()}] cores, got {share!r}")
+            cpu[host] = float(share)
+        return Spec(self.hosts, self.slots, normalize_rate(self.link), cpu)
+
+
+@dataclass
+class Host:
+    index: int
+    netns: str
+    address: str
+    veth: str
+    """Root-namespace end of the host's veth pair (the host-side end is :data:`IFNAME`)."""
+    cgroup: str
+    """cgroup v1 ``cpu`` directory of the host (its sshd and everything it starts), or ``""``."""
+    sshd_pid: int = 0
+
+
+@dataclass
+class State:
+    """The live cluster, as written to ``/run/distbench/dbemu/state.json``."""
+
+    hosts: list[Host]
+    slots: int
+    link: str
+    cpu: dict[int, float]
+    interface: str = IFNAME
+    bridge: str = BRIDGE
+    bridge_address: str = BRIDGE_ADDRESS
+    ssh_port: int = SSH_PORT
+    ssh_identity_file: str = ""
+    ssh_config: str = ""
+    ssh_bin_dir: str = ""
+    """Directory holding the ``ssh`` wrapper (``ssh -F <suite config>``): put it first on the
+    launcher's PATH so that ssh reads only the suite's config and known_hosts, never ~/.ssh."""
+    created_run_sshd: bool = False
+    """True if ``up`` created /run/sshd (sshd's privilege-separation directory): ``down`` removes it."""
+    created_at: float = 0.0
+
+    @property
+    def addresses(self) -> list[str]:
+        return [h.address for h in self.hosts]
+
+    def spec(self) -> Spec:
+        return Spec(len(self.hosts), self.slots, self.link, dict(self.cpu))
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> State:
+        d = json.loads(text)
+        d["hosts"] = [Host(**h) for h in d["hosts"]]
+        d["cpu"] = {int(k): float(v) for k, v in d.get("cpu", {}).items()}
+        return cls(**d)

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# What the emulated cluster (`python -m bench cluster up`) needs from the system: `ip`/`tc`
+# (iproute2) and `sshd` (openssh-server), from Debian's packages via apt-get.
+#
+# Idempotent and quiet: when everything is there it prints nothing and exits 0. Runs as root
+# (it installs system packages). It never starts a system sshd: the suite runs its own sshd per
+# emulated host with its own config, so while installing, service start-up is suppressed with a
+# temporary /usr/sbin/policy-rc.d (only if the system has none; removed afterwards).
+set -euo pipefail
+
+need=()
+command -v ip >/dev/null 2>&1 && command -v tc >/dev/null 2>&1 || need+=(iproute2)
+[ -x /usr/sbin/sshd ] || command -v sshd >/dev/null 2>&1 || need+=(openssh-server)
+command -v ssh >/dev/null 2>&1 && command -v ssh-keygen >/dev/null 2>&1 || need+=(openssh-client)
+[ ${#need[@]} -eq 0 ] && exit 0
+
+if [ "$(id -u)" != 0 ]; then
+    echo "error: installing ${need[*]} needs root (run: sudo bash $0)" >&2
+    exit 2
+fi
+if ! command -v apt-get >/dev/null 2>&1; then
+    echo "error: ${need[*]} missing and no apt-get here: install them with your system's package manager" >&2
+    exit 2
+fi
+
+policy=/usr/sbin/policy-rc.d
+made_policy=0
+if [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\nexit 101\n' >"$policy"
+    chmod 755 "$policy"
+    made_policy=1
+fi
+cleanup() { if [ "$made_policy" = 1 ]; then rm -f "$policy"; fi; }
+trap cleanup EXIT
+
+echo "[setup-cluster] installing ${need[*]} (apt-get)" >&2
+export DEBIAN_FRONTEND=noninteractive
+if ! apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null 2>&1; then
+    apt-get update -qq >/dev/null
+    apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+echo "[setup-cluster] done" >&2
