@@ -46,10 +46,12 @@ def sh(*args: str, check: bool = False) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module", autouse=True)
 def system_ready():
-    """Install sshd if missing (the script is idempotent), remember what existed before, tear down after."""
+    """Install sshd if missing (the script is idempotent), clear leftovers, remember what existed, tear down after."""
     subprocess.run(["bash", str(REPO / "scripts" / "setup-cluster.sh")], check=True, timeout=900)
-    had_privsep = Path("/run/sshd").exists()
+    # first remove a cluster an earlier, interrupted session may have left (with the /run/sshd its `up`
+    # made), then remember what exists that the suite did not make
     cluster("down")
+    had_privsep = Path("/run/sshd").exists()
     yield {"had_privsep": had_privsep}
     cluster("down", check=False)
 
