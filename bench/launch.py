@@ -1,9 +1,12 @@
-"""Build and run the horovodrun command for one run directory.
+"""Build and run the horovodrun command for run directories.
 
 ``prepare`` writes ``config.json`` and ``system.json`` (refusing to replace an existing run
 unless ``force``); ``execute`` runs ``horovodrun ... python -m bench.worker --config ...``,
 streams its output (also kept in ``launch.log``), enforces the run's ``timeout_s``, and marks the run
 failed whenever the job did not end with an ``ok`` summary. Earlier run directories are never touched.
+``run_many`` / ``execute_many`` run several prepared runs with identical launch settings as one job, one
+after the other (``--config`` repeated; the start-up of horovodrun, Python and Horovod, 10-25 s on a
+2-core machine, is paid once per job instead of once per run); a study runs its runs that way.
 
 Ending a job leaves nothing behind: horovodrun starts each rank in a process group of its own, so a
 timeout, Ctrl-C, or SIGTERM / SIGHUP to the launcher (what Slurm and DVC send when a job is cancelled)
@@ -54,8 +57,9 @@ def emulated_cluster(cfg: RunConfig) -> dict | None:
     return cluster.launch_settings(state, processes(cfg), server_host=servers > 0)
 
 
-def horovodrun_command(cfg: RunConfig, config_path: Path, emulated: dict | None = None) -> list[str]:
-    """The horovodrun command of the run (``emulated``: the settings of :func:`emulated_cluster`)."""
+def horovodrun_command(cfg: RunConfig, config_path: Path | list[Path], emulated: dict | None = None) -> list[str]:
+    """The horovodrun command of the run, or of a job of several runs with ``cfg``'s launch settings (a list of
+    config paths; ``emulated``: the settings of :func:`emulated_cluster`)."""
     launch = cfg.launch
     n = processes(cfg)
     cmd = [horovodrun_path()]
@@ -70,7 +74,8 @@ def horovodrun_command(cfg: RunConfig, config_path: Path, emulated: dict | None 
             cmd += ["--network-interface", launch.network_interface]
         if launch.ssh_port:
             cmd += ["-p", str(launch.ssh_port)]
-    return cmd + [f"--{launch.controller}", sys.executable, "-m", "bench.worker", "--config", str(config_path)]
+    paths = config_path if isinstance(config_path, list) else [config_path]
+    return cmd + [f"--{launch.controller}", sys.executable, "-m", "bench.worker", *(a for p in paths for a in ("--config", str(p)))]
 
 
 def network(cfg: RunConfig, emulated: dict | None) -> dict:
@@ -154,9 +159,34 @@ def _boot_id() -> str:
 
 def execute(cfg: RunConfig, run_dir: Path, echo: bool = True, env: dict | None = None) -> int:
     """Run the job; returns 0 when it ended with an ``ok`` summary, else 1 (the run is marked failed)."""
-    run_dir = Path(run_dir).resolve()
+    return execute_many([cfg], [run_dir], echo=echo, env=env)[0]
+
+
+def same_job(a: RunConfig, b: RunConfig) -> bool:
+    """True if runs ``a`` and ``b`` can share one horovodrun job (same launch settings and processes)."""
+    return a.launch == b.launch and processes(a) == processes(b)
+
+
+def execute_many(cfgs: list[RunConfig], run_dirs: list[Path], echo: bool = True, env: dict | None = None) -> list[int]:
+    """Run prepared runs with identical launch settings as one horovodrun job, one after the other (the start-up
+    of horovodrun, Python and Horovod is paid once). Returns each run's code: 0 for an ``ok`` summary, else 1 (the
+    run is marked failed; the runs of the job that finished before a failure keep their results). The job's
+    time limit is the sum of the runs' ``timeout_s``."""
+    if not cfgs or len(cfgs) != len(run_dirs):
+        raise BenchError(f"execute_many: {len(cfgs)} configs for {len(run_dirs)} run directories")
+    for c in cfgs[1:]:
+        if not same_job(cfgs[0], c):
+            raise BenchError(f"runs {cfgs[0].algorithm} and {c.algorithm} differ in launch settings: one job cannot run both")
+    cfg = cfgs[0]
+    run_dirs = [Path(d).resolve() for d in run_dirs]
+    configs = [d / "config.json" for d in run_dirs]
     emulated = emulated_cluster(cfg)
-    cmd = horovodrun_command(cfg, run_dir / "config.json", emulated)
+    cmd = horovodrun_command(cfg, configs, emulated)
+    if len(run_dirs) > 1:  # system.json says which job ran the run, and its place in it
+        for k, d in enumerate(run_dirs):
+            system = read_json(d / "system.json")
+            system.update(launch_command=cmd, job_runs=len(run_dirs), job_position=k)
+            write_json_atomic(d / "system.json", system)
     full_env = dict(os.environ)
     full_env.setdefault("BENCH_PROGRESS", "1")
     full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), full_env.get("PYTHONPATH")]))
@@ -165,10 +195,13 @@ def execute(cfg: RunConfig, run_dir: Path, echo: bool = True, env: dict | None =
     full_env.update(emulated["env"] if emulated else {})
     full_env.update(launcher_identity())
     full_env.update(env or {})
+    timeout_s = sum(c.train.timeout_s for c in cfgs)
     tail: collections.deque = collections.deque(maxlen=60)
     t0 = time.time()
     reason = None
-    with open(run_dir / "launch.log", "a") as log:
+    with contextlib.ExitStack() as stack:
+        logs = [stack.enter_context(open(d / "launch.log", "a")) for d in run_dirs]
+        log = _Tee(logs)
         log.write("$ " + " ".join(cmd) + "\n")
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=full_env,
                                 cwd=str(REPO_ROOT), start_new_session=True)
@@ -176,31 +209,51 @@ def execute(cfg: RunConfig, run_dir: Path, echo: bool = True, env: dict | None =
         pump.start()
         try:
             with _signals_end_the_job():
-                rc = proc.wait(timeout=cfg.train.timeout_s)
+                rc = proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            reason = f"timeout: job still running after timeout_s={cfg.train.timeout_s:g} s; killed"
+            reason = f"timeout: job still running after timeout_s={timeout_s:g} s; killed"
         except KeyboardInterrupt:
             reason = "interrupted by the user (Ctrl-C)"
         except _Terminated as e:
             reason = f"the launcher received {e}: job cancelled"
         cancelled = reason is not None
         if cancelled:
-            _kill_job(proc, run_dir / "config.json")
+            _kill_job(proc, configs[0])
             rc = proc.wait()
         pump.join(timeout=10)
-    summary_path = run_dir / "summary.json"
-    summary = read_json(summary_path) if summary_path.exists() else {}
-    if reason is None and rc != 0:
-        errors = [l for l in tail if "Error" in l or "error" in l or "Exception" in l]
-        reason = f"horovodrun exited with code {rc}" + (f"; {errors[-1].strip()}" if errors else "")
-    if reason is None and summary.get("status") != "ok":
-        reason = "job ended without an ok summary"
-    if reason is not None:
-        mark_failed(run_dir, reason, root_cause=cancelled, exit_code=rc, wall_s=time.time() - t0)
+    codes = []
+    for run_dir in run_dirs:
+        summary_path = run_dir / "summary.json"
+        summary = read_json(summary_path) if summary_path.exists() else {}
+        if summary.get("status") == "ok":
+            codes.append(0)  # finished before whatever ended the job: kept as it is
+            continue
+        why = reason
+        if why is None and rc != 0:
+            errors = [l for l in tail if "Error" in l or "error" in l or "Exception" in l]
+            why = f"horovodrun exited with code {rc}" + (f"; {errors[-1].strip()}" if errors else "")
+        if why is None:
+            why = "job ended without an ok summary"
+        mark_failed(run_dir, why, root_cause=cancelled, exit_code=rc, wall_s=time.time() - t0)
         _name_killed_rank(run_dir, tail)
         print(f"[bench] run FAILED: {read_json(summary_path).get('reason')} ({run_dir})", file=sys.stderr)
-        return 1
-    return 0
+        codes.append(1)
+    return codes
+
+
+class _Tee:
+    """Write to several open files (the launch.log of every run of a job)."""
+
+    def __init__(self, files):
+        self.files = files
+
+    def write(self, s: str) -> None:
+        for f in self.files:
+            f.write(s)
+
+    def flush(self) -> None:
+        for f in self.files:
+            f.flush()
 
 
 def _name_killed_rank(run_dir: Path, tail) -> None:
@@ -257,3 +310,33 @@ def run(cfg: RunConfig, out: Path | None = None, force: bool = False, echo: bool
         planned: Path | None = None) -> tuple[Path, int]:
     run_dir = prepare(cfg, out or default_run_dir(cfg), force=force, planned=planned)
     return run_dir, execute(cfg, run_dir, echo=echo, env=env)
+
+
+def jobs(cfgs: list[RunConfig], max_runs: int = 0) -> list[list[int]]:
+    """Indices of ``cfgs`` grouped into jobs: consecutive runs that :func:`same_job` allows, at most ``max_runs``
+    a job (0: no limit)."""
+    groups: list[list[int]] = []
+    for i, c in enumerate(cfgs):
+        g = groups[-1] if groups else None
+        if g and same_job(cfgs[g[0]], c) and (not max_runs or len(g) < max_runs):
+            g.append(i)
+        else:
+            groups.append([i])
+    return groups
+
+
+def run_many(items: list[tuple[RunConfig, Path | None, Path | None]], force: bool = False, echo: bool = True,
+             env: dict | None = None, max_runs_per_job: int = 0, progress=print) -> list[tuple[Path, int]]:
+    """Prepare and run ``items`` (cfg, run directory or None, planned config or None), consecutive runs with the same
+    launch settings as one job (:func:`execute_many`); returns (run directory, code) per item, in order."""
+    cfgs = [c for c, _, _ in items]
+    dirs = [prepare(c, out or default_run_dir(c), force=force, planned=planned) for c, out, planned in items]
+    codes: list[int] = [1] * len(items)
+    groups = jobs(cfgs, max_runs_per_job)
+    for k, g in enumerate(groups, start=1):
+        if progress:
+            names = ", ".join(f"{cfgs[i].algorithm}/{dirs[i].name}" for i in g)
+            progress(f"[bench] job {k}/{len(groups)} ({len(g)} run(s) on {cfgs[g[0]].launch.hardware}): {names}")
+        for i, code in zip(g, execute_many([cfgs[i] for i in g], [dirs[i] for i in g], echo=echo, env=env)):
+            codes[i] = code
+    return list(zip(dirs, codes))

@@ -190,3 +190,55 @@ def status_html(status: pd.DataFrame) -> str:
     df = status[cols]
     return (df.style.apply(lambda row: [colours.get(row["status"], "")] * len(row), axis=1)
             .format(precision=3, na_rep="").hide(axis="index").to_html())
+
+
+def regimes_heatmap(cells: pd.DataFrame, regimes: list[str], value: str = "speedup_vs_sync",
+                    title: str = "throughput against sync in the same regime") -> plt.Figure:
+    """Heatmap algorithm (rows) × regime (columns, in the given order) of ``value`` (from bench.metrics.regimes)."""
+    if cells.empty or cells[value].isna().all():
+        return _empty(title)
+    pivot = cells.pivot_table(index="algorithm", columns="regime", values=value, aggfunc="mean").reindex(columns=regimes)
+    pivot = pivot.loc[pivot.mean(axis=1).sort_values(ascending=False).index]
+    fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(regimes) + 3), max(4, 0.45 * len(pivot) + 2)))
+    sns.heatmap(pivot, annot=True, fmt=".2f", cmap="RdBu_r", center=1.0, ax=ax, cbar_kws={"label": value.replace("_", " ")},
+                annot_kws={"fontsize": 8})
+    ax.grid(False)
+    ax.set_xlabel("")
+    ax.set_ylabel("")
+    ax.set_title(title)
+    plt.setp(ax.get_xticklabels(), rotation=30, ha="right")
+    return fig
+
+
+def throughput_vs_link(cells: pd.DataFrame, links: list[str], title: str = "throughput against link bandwidth") -> plt.Figure:
+    """Throughput per algorithm (one line each) against the link, slowest first, without stragglers."""
+    df = cells[cells["straggler"] == "none"] if not cells.empty else cells
+    if df.empty:
+        return _empty(title)
+    order = [lk for lk in links if lk in set(df["link"])] + sorted(set(df["link"]) - set(links))
+    df = df.assign(x=df["link"].map({lk: i for i, lk in enumerate(order)}))
+    fig, ax = plt.subplots(figsize=(9, 5))
+    sns.lineplot(data=df.sort_values("x"), x="x", y="throughput", hue="algorithm", style="algorithm", markers=True,
+                 dashes=False, ax=ax)
+    ax.set_xticks(range(len(order)))
+    ax.set_xticklabels(order)
+    ax.set_yscale("log")
+    ax.set_xlabel("link (emulated bandwidth; latency not emulated)")
+    ax.set_ylabel("samples / s, all workers")
+    sns.move_legend(ax, "upper left", bbox_to_anchor=(1.02, 1), fontsize=8, title=None)
+    ax.set_title(title)
+    return fig
+
+
+def time_to_target(cells: pd.DataFrame, target: float, title: str | None = None) -> plt.Figure:
+    """Seconds to the held-out accuracy ``target`` per algorithm, without and with the straggler, one panel per link."""
+    title = title or f"time to {target:g} held-out accuracy, without and with a straggler"
+    df = cells.dropna(subset=["time_to_target_s"]) if not cells.empty else cells
+    if df.empty:
+        return _empty(title, f"no run reached {target:g}")
+    g = sns.catplot(data=df, x="algorithm", y="time_to_target_s", hue="straggler", col="link", kind="bar", height=3.6,
+                    aspect=1.3, sharey=False, col_wrap=min(2, df["link"].nunique()))
+    g.set_ylabels("seconds")
+    g.set_xticklabels(rotation=60)
+    g.figure.suptitle(title, y=1.03)
+    return g.figure

@@ -52,8 +52,17 @@ class StudySpec:
     grid: dict[str, list[Any]] = field(default_factory=dict)
     """``--set`` key -> values: one run per point of the product, tagged ``<key><value>-...``; keys an
     algorithm does not have are left out for it."""
+    sets_by_algorithm: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """``--set`` overrides of particular algorithms' runs (after ``sets``), e.g. their hyperparameters."""
+    sets_by_hardware: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """``--set`` overrides of the runs on particular hardware profiles (after ``sets``), e.g. fewer steps on a
+    slow link."""
     hardware: list[str] | str = ""
     """Hardware profile(s) the study runs on (empty: params.yaml's ``hardware``)."""
+    target_accuracy: float = 0.8
+    """Held-out accuracy whose time-to-reach the convergence and regimes notebooks report."""
+    budget_s: float = 10.0
+    """Wall-clock seconds after which the notebooks report the held-out accuracy reached."""
 
 
 @dataclass
@@ -96,7 +105,24 @@ def load_study(name: str | None = None, params_file: Path | None = None) -> Stud
     if name not in studies:
         raise BenchError(f"unknown study {name!r}; valid: {', '.join(sorted(studies))}")
     spec = build(StudySpec, studies[name], what=f"study {name!r} key")
-    return Study(name, spec, params_file, params.get("profile") or "laptop", params.get("hardware") or "local")
+    study = Study(name, spec, params_file, params.get("profile") or "laptop", params.get("hardware") or "local")
+    for key, valid in (("sets_by_algorithm", study.algorithms()), ("sets_by_hardware", study.hardware)):
+        bad = sorted(set(getattr(spec, key)) - set(valid))
+        if bad:
+            raise BenchError(f"study {name!r}: {key} names {', '.join(bad)}, which the study does not run; "
+                             f"valid: {', '.join(valid)}")
+    return study
+
+
+def study_analysis(name: str, target_accuracy: float | None = None, budget_s: float | None = None) -> tuple[float, float]:
+    """The analysis settings of study ``name`` (its params.yaml entry), unless given; defaults for a study that is not
+    in params.yaml (e.g. ``adhoc``)."""
+    try:
+        spec = load_study(name).spec
+    except BenchError:
+        spec = StudySpec()
+    return (spec.target_accuracy if target_accuracy is None else target_accuracy,
+            spec.budget_s if budget_s is None else budget_s)
 
 
 def _tag_value(v: Any) -> str:
@@ -123,7 +149,9 @@ def planned_runs(study: Study, algorithm: str) -> list[RunConfig]:
     nps = study.spec.np_by_algorithm.get(algorithm, study.spec.np)
     runs = []
     for hardware, n, (tag, sets) in itertools.product(study.hardware, nps, grid_points(algorithm, study.spec)):
-        runs.append(resolve(algorithm, np=n, profile=study.profile, hardware=hardware, overrides={**study.spec.sets, **sets},
+        overrides = {**study.spec.sets, **study.spec.sets_by_algorithm.get(algorithm, {}),
+                     **study.spec.sets_by_hardware.get(hardware, {}), **sets}
+        runs.append(resolve(algorithm, np=n, profile=study.profile, hardware=hardware, overrides=overrides,
                             study=study.name, tag=tag, params_file=study.params_file))
     return runs
 

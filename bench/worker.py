@@ -12,6 +12,12 @@ algorithm's step alike: right after a step the worker sleeps (slow_factor − 1)
 measured in that step (plus a seeded exponential jitter), inside the step's timing, so the delay
 counts as compute (``injected_s`` says how much) in every throughput and time-to-accuracy figure.
 
+One job may run several runs, one after the other (``--config`` repeated; ``bench.launch.run_many`` groups
+runs whose launch is identical, which saves the job start-up of horovodrun, Python and Horovod per run):
+each run starts from a barrier with its own model, data and algorithm, and writes only its own run
+directory. When a run fails, it is marked failed with its reason and every later run of the job is marked
+failed ("not run: ..."), while the runs that finished before keep their results.
+
 Evaluation never runs between steps: at every ``eval_every`` steps a rank only keeps a snapshot
 (:meth:`bench.algorithms.base.Algorithm.snapshot`, a memory copy, no communication), stamped
 with the wall-clock time it was taken; the held-out evaluations of the snapshots run after the
@@ -22,12 +28,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import random
 import signal
 import sys
 import time
 import traceback
+from dataclasses import asdict
 from pathlib import Path
 
 import pandas as pd
@@ -44,7 +52,7 @@ from .resolve import load_config
 from .results import JsonlWriter, mark_failed, read_json, write_json_atomic, write_summary
 from .timing import StepTimer, device_sync
 
-FAULT_ENV = "BENCH_INJECT_FAULT"  # "RANK:STEP:raise|kill" — test aid: fail rank RANK at step STEP
+FAULT_ENV = "BENCH_INJECT_FAULT"  # "RANK:STEP:raise|kill[:RUN]" — test aid: fail rank RANK at step STEP (of run RUN)
 EVAL_DELAY_ENV = "BENCH_EVAL_DELAY_S"  # test aid: seconds added to every held-out evaluation (a slow evaluation)
 
 
@@ -64,12 +72,12 @@ def evaluate(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, device, b
     return loss_sum / len(x), correct / len(x)
 
 
-def _inject_fault(rank: int, step: int) -> None:
+def _inject_fault(rank: int, step: int, run: str) -> None:
     spec = os.environ.get(FAULT_ENV)
     if not spec:
         return
-    r, s, mode = spec.split(":")
-    if int(r) == rank and int(s) == step:
+    r, s, mode, *only = spec.split(":")
+    if int(r) == rank and int(s) == step and (not only or only[0] == run):
         if mode == "kill":
             os.kill(os.getpid(), signal.SIGKILL)
         raise RuntimeError(f"injected fault at step {step}")
@@ -180,7 +188,7 @@ class Worker:
             for x, y in self.shard.batches(epoch):
                 if step >= self.total_steps:
                     break
-                _inject_fault(self.comm.rank, step)
+                _inject_fault(self.comm.rank, step, self.run_dir.name)
                 x, y = x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
                 timer.take()
                 device_sync(self.device)
@@ -283,9 +291,23 @@ def _terminated(signum, frame):
     raise Terminated("received SIGTERM")
 
 
-def watch_launcher(run_dir: Path, interval_s: float = 1.0) -> None:
-    """End this rank if the launcher that started the job (``bench.launch``, on this machine) is gone: marks the run
-    failed and exits. Without it a launcher killed outright (SIGKILL) would leave the ranks running."""
+def _unfinished(run_dirs: list[Path]) -> list[Path]:
+    """The run directories of the job without an ``ok`` summary (those a failure of the job must mark)."""
+    left = []
+    for d in run_dirs:
+        try:
+            ok = read_json(d / "summary.json").get("status") == "ok"
+        except Exception:  # missing or unreadable: not finished
+            ok = False
+        if not ok:
+            left.append(d)
+    return left
+
+
+def watch_launcher(run_dirs: list[Path], interval_s: float = 1.0) -> None:
+    """End this rank if the launcher that started the job (``bench.launch``, on this machine) is gone: marks the
+    job's unfinished runs failed and exits. Without it a launcher killed outright (SIGKILL) would leave the ranks
+    running."""
     import threading
 
     import psutil
@@ -309,7 +331,8 @@ def watch_launcher(run_dir: Path, interval_s: float = 1.0) -> None:
         while alive():
             time.sleep(interval_s)
         with contextlib.suppress(Exception):
-            mark_failed(run_dir, f"the launcher (pid {pid}) is gone: job cancelled")
+            for d in _unfinished(run_dirs):
+                mark_failed(d, f"the launcher (pid {pid}) is gone: job cancelled")
         os._exit(1)
 
     threading.Thread(target=watch, name="bench-launcher-watch", daemon=True).start()
@@ -317,30 +340,39 @@ def watch_launcher(run_dir: Path, interval_s: float = 1.0) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.worker", description=__doc__.splitlines()[0])
-    ap.add_argument("--config", required=True, help="config.json of the run directory")
+    ap.add_argument("--config", required=True, action="append",
+                    help="config.json of a run directory; repeated: the runs one after the other in this job")
     args = ap.parse_args(argv)
-    cfg_path = Path(args.config).resolve()
-    run_dir = cfg_path.parent
-    cfg = load_config(cfg_path)
-    existing = sorted(p.name for p in run_dir.iterdir() if p.name == "summary.json" or p.name.endswith(".jsonl"))
-    if existing:  # a re-launch into a finished (or failed) run: refuse before touching anything
-        print(f"error: {run_dir} already holds results ({', '.join(existing)}); prepare a new run directory "
-              f"(python -m bench run ALGO ... --prepare-only --out NEW_DIR)", file=sys.stderr)
+    run_dirs = [Path(c).resolve().parent for c in args.config]
+    cfgs = [load_config(d / "config.json") for d in run_dirs]
+    for d in run_dirs:
+        existing = sorted(p.name for p in d.iterdir() if p.name == "summary.json" or p.name.endswith(".jsonl"))
+        if existing:  # a re-launch into a finished (or failed) run: refuse before touching anything
+            print(f"error: {d} already holds results ({', '.join(existing)}); prepare a new run directory "
+                  f"(python -m bench run ALGO ... --prepare-only --out NEW_DIR)", file=sys.stderr)
+            return 2
+    if len({json.dumps(asdict(c.launch), sort_keys=True) for c in cfgs}) > 1:
+        print("error: the runs of one job must have the same launch settings (np, hardware, hosts)", file=sys.stderr)
         return 2
-    watch_launcher(run_dir)
+    watch_launcher(run_dirs)
     signal.signal(signal.SIGTERM, _terminated)  # horovodrun ends a job's ranks with SIGTERM: record why
-    comm = Comm(cfg.launch.network_interface, cfg.launch.p2p_backend)
-    try:
-        Worker(cfg, run_dir, comm).run()
-    except BaseException as e:  # any failure on any rank: mark the run failed and leave at once
-        reason = f"rank {comm.rank}: {type(e).__name__}: {e}"
+    comm = Comm(cfgs[0].launch.network_interface, cfgs[0].launch.p2p_backend)
+    for i, (cfg, run_dir) in enumerate(zip(cfgs, run_dirs)):
+        if len(cfgs) > 1 and comm.rank == 0:
+            print(f"[worker] run {i + 1}/{len(cfgs)} of this job: {run_dir.name}", flush=True)
         try:
-            mark_failed(run_dir, reason)
-        finally:
-            traceback.print_exc()
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(1)
+            Worker(cfg, run_dir, comm).run()
+        except BaseException as e:  # any failure on any rank: mark the run failed and leave at once
+            reason = f"rank {comm.rank}: {type(e).__name__}: {e}"
+            try:
+                mark_failed(run_dir, reason)
+                for later in _unfinished(run_dirs[i + 1:]):
+                    mark_failed(later, f"not run: {run_dir.name}, run earlier in the same job, failed")
+            finally:
+                traceback.print_exc()
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(1)
     comm.shutdown()
     return 0
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -73,3 +75,44 @@ def max_diff(a: dict, b: dict) -> float:
     """Largest absolute difference between two state_dicts with the same keys."""
     assert a.keys() == b.keys()
     return max((a[k] - b[k]).abs().max().item() for k in a)
+
+
+# -- DVC end to end in a copy of the repository (tests/notebooks/test_dvc_repro.py, tests/cluster)
+
+
+def copy_repository(dst: Path) -> Path:
+    """The working tree as git sees it (tracked + untracked, not ignored), without results or DVC state."""
+    files = subprocess.run(["git", "-C", str(REPO), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                           capture_output=True, text=True, check=True).stdout.split("\0")
+    for rel in filter(None, files):
+        if rel.startswith("results/") and rel.count("/") > 1 or rel == "dvc.lock" or rel.startswith("data/prepared/"):
+            continue
+        src = REPO / rel
+        if src.is_file():
+            (dst / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dst / rel)
+    subprocess.run(["git", "init", "-q"], cwd=dst, check=True)
+    return dst
+
+
+def dvc(repo: Path, *args: str, timeout: float = 1200) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", BENCH_PROGRESS="0")
+    env.pop("PYTHONPATH", None)
+    env.pop("BENCH_PARAMS", None)
+    return subprocess.run([str(Path(sys.executable).parent / "dvc"), *args], cwd=repo, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def ran(proc) -> list[str]:
+    return re.findall(r"Running stage '([^']+)'", proc.stdout)
+
+
+def repro_copy(tmp_path: Path, study: str) -> tuple[Path, subprocess.CompletedProcess]:
+    """A copy of the repository whose params.yaml names ``study``, after its first `dvc repro` (which must pass)."""
+    repo = copy_repository(tmp_path / "repo")
+    assert dvc(repo, "config", "--local", "core.autostage", "false").returncode == 0
+    params = repo / "params.yaml"
+    params.write_text(re.sub(r"(?m)^study: laptop\b", f"study: {study}", params.read_text()))
+    first = dvc(repo, "repro")
+    assert first.returncode == 0, first.stdout[-5000:] + first.stderr[-3000:]
+    return repo, first

@@ -58,4 +58,5 @@ def analysed(results_root) -> Path:
     execute("temporal_efficiency.ipynb", study, **common, window=0.05, stride=0.01,
             grid_a="sync", grid_b="ddp", grid_param="communication_window")
     execute("hardware.ipynb", study, **common)
+    execute("regimes.ipynb", study, **common, target_accuracy=0.3, budget_s=0.2)
     return study

@@ -3,55 +3,17 @@
 from __future__ import annotations
 
 import json
-import os
-import re
-import shutil
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
-from conftest import REPO
-
-
-def copy_repository(dst: Path) -> Path:
-    """The working tree as git sees it (tracked + untracked, not ignored), without results or DVC state."""
-    files = subprocess.run(["git", "-C", str(REPO), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-                           capture_output=True, text=True, check=True).stdout.split("\0")
-    for rel in filter(None, files):
-        if rel.startswith("results/") and rel.count("/") > 1 or rel == "dvc.lock" or rel.startswith("data/prepared/"):
-            continue
-        src = REPO / rel
-        if src.is_file():
-            (dst / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, dst / rel)
-    subprocess.run(["git", "init", "-q"], cwd=dst, check=True)
-    return dst
-
-
-def dvc(repo: Path, *args: str, timeout: float = 1200) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", BENCH_PROGRESS="0")
-    env.pop("PYTHONPATH", None)
-    env.pop("BENCH_PARAMS", None)
-    return subprocess.run([str(Path(sys.executable).parent / "dvc"), *args], cwd=repo, env=env, capture_output=True,
-                          text=True, timeout=timeout)
-
-
-def ran(proc) -> list[str]:
-    return re.findall(r"Running stage '([^']+)'", proc.stdout)
+from conftest import dvc, ran, repro_copy
 
 
 @pytest.mark.timeout(2400)
 def test_dvc_repro_smoke_study_then_noop_then_one_algorithm(tmp_path):
-    repo = copy_repository(tmp_path / "repo")
-    assert dvc(repo, "config", "--local", "core.autostage", "false").returncode == 0
+    repo, first = repro_copy(tmp_path, "smoke")
     params = repo / "params.yaml"
-    params.write_text(re.sub(r"(?m)^study: laptop\b", "study: smoke", params.read_text()))
-
-    first = dvc(repo, "repro")
-    assert first.returncode == 0, first.stdout[-5000:] + first.stderr[-3000:]
     stages = ran(first)
     assert {"prepare", "plan", "run@sync", "run@ddp", "speedup", "convergence", "temporal_efficiency", "hardware",
             "report"} <= set(stages)

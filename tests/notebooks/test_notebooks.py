@@ -110,6 +110,26 @@ def test_hardware_notebook_puts_machines_side_by_side(analysed):
     assert table["cpu_model"].notna().all() and (table["cpu_cores"] > 0).all()
 
 
+def test_regimes_tables_compare_with_sync_in_the_same_regime(analysed):
+    for name in ("speedup_heatmap", "throughput_vs_link", "time_to_target"):
+        assert_png(analysed / "figures" / "regimes" / f"{name}.png")
+    cells = pd.read_csv(analysed / "tables" / "regimes.csv")
+    assert len(cells) == 4  # the failed run is left out
+    assert set(zip(cells["hardware"], cells["link"])) == {("local", "local"), ("lab2", "lab2")}
+    assert (cells["straggler"] == "none").all()
+    by = cells.set_index(["algorithm", "hardware", "np"])
+    # each run against sync with the same hardware and workers
+    assert by.loc[("sync", "local", 2), "speedup_vs_sync"] == 1.0 and by.loc[("sync", "lab2", 2), "speedup_vs_sync"] == 1.0
+    ddp = by.loc[("ddp", "local", 2)]
+    assert ddp["speedup_vs_sync"] == pytest.approx(ddp["throughput"] / by.loc[("sync", "local", 2), "throughput"])
+    winners = pd.read_csv(analysed / "tables" / "regime_winners.csv")
+    assert set(winners["regime"]) == {"local, no straggler", "lab2, no straggler"}
+    claims = pd.read_csv(analysed / "tables" / "claims.csv")
+    assert len(claims) == 6 and set(claims["verdict"]) == {"not testable here"}  # no gossip, PS, emulated link here
+    metrics = json.loads((analysed / "metrics" / "regimes.json").read_text())
+    assert metrics["target_accuracy"] == 0.3 and metrics["budget_s"] == 0.2
+
+
 def test_report_lists_the_failed_run_and_gathers_the_figures(analysed, tmp_path):
     nb = execute("report.ipynb", analysed, study="fixture", results_root=analysed.parent)
     html = tmp_path / "report.html"
@@ -121,7 +141,7 @@ def test_report_lists_the_failed_run_and_gathers_the_figures(analysed, tmp_path)
     assert "injected fault at step 3" in text          # the failed run's reason
     assert "1 failed" in text and "4 ok" in text
     images = sum(1 for c in nb["cells"] for o in c.get("outputs", []) if "image/png" in o.get("data", {}))
-    assert images == 10
+    assert images == 13
 
 
 def test_corrupt_results_file_stops_the_analysis_naming_it(results_root, tmp_path):
