@@ -1,8 +1,9 @@
-"""Studies: what the DVC pipeline runs (``python -m bench study prepare|plan|run``).
+"""Studies: what the DVC pipeline runs (``python -m bench study prepare|plan|run``), and publishing their results.
 
     python -m bench study prepare         # data/prepared/<study>.json: the study's dataset loads, with its checksum
     python -m bench study plan            # results/<study>/plan/<algo>/: every planned run's config.json
-    python -m bench study run ALGO        # papermill notebooks/run.ipynb once per planned run of ALGO
+    python -m bench study run ALGO        # papermill notebooks/run.ipynb with every planned run of ALGO
+    python -m bench study publish --to D  # copy tables, figures, metrics, report, runs.csv, system.md to D
 
 The study is params.yaml's ``study`` (``dvc exp run -S study=hermans``; ``--study`` here). A study
 (params.yaml ``studies:``, fields of :class:`StudySpec`) names a training profile, algorithms,
@@ -237,6 +238,60 @@ def run(study: Study, algorithm: str) -> list[tuple[str, str]]:
     return results
 
 
+def publish(study: Study, dest: Path) -> list[Path]:
+    """Copy what the study's analysis wrote (tables, figures, metrics, report) to ``dest`` with ``runs.csv`` (every
+    run's status) and ``system.md`` (the machine and the network of each hardware profile, from the runs'
+    system.json); returns the files written. For published reference results, e.g. ``docs/results/<study>/``."""
+    import shutil
+
+    from .results import load_runs
+
+    layout = study.layout
+    if not layout.tables.is_dir():
+        raise BenchError(f"{layout.tables} does not exist: run the study's analysis first (dvc repro)")
+    dest = Path(dest)
+    written = []
+    for sub, pattern in (("tables", "*.csv"), ("metrics", "*.json")):
+        for f in sorted((layout.dir / sub).glob(pattern)):
+            (dest / sub).mkdir(parents=True, exist_ok=True)
+            written.append(Path(shutil.copyfile(f, dest / sub / f.name)))
+    for f in sorted(layout.dir.glob("figures/*/*.png")):
+        (dest / "figures" / f.parent.name).mkdir(parents=True, exist_ok=True)
+        written.append(Path(shutil.copyfile(f, dest / "figures" / f.parent.name / f.name)))
+    if (layout.dir / "report.html").is_file():
+        written.append(Path(shutil.copyfile(layout.dir / "report.html", dest / "report.html")))
+    runs = load_runs(layout.runs)
+    import pandas as pd
+
+    from .metrics.selection import key
+
+    table = pd.DataFrame([{"run": key(r), "algorithm": r.label["algorithm"], "hardware": r.label["hardware"],
+                           "status": r.status, "reason": r.summary.get("reason", ""), "wall_s": r.summary.get("wall_s"),
+                           "git_commit": (r.system.get("git") or {}).get("commit")} for r in runs])
+    table.to_csv(dest / "runs.csv", index=False)
+    written.append(dest / "runs.csv")
+    lines = [f"# System of study `{study.name}`", "", f"{study.spec.description}", ""]
+    seen: set[str] = set()
+    for r in runs:
+        hw = r.label["hardware"]
+        if hw in seen or not r.system:
+            continue
+        seen.add(hw)
+        sysj, net = r.system, r.system.get("network") or {}
+        lines += [f"## `{hw}`", "",
+                  f"- machine: {sysj.get('cpu_model')} ({sysj.get('cpu_cores')} cores), {sysj.get('memory_gib')} GiB, "
+                  f"{sysj.get('platform')}, GPUs: {len(sysj.get('gpus') or [])}",
+                  f"- software: Python {sysj.get('python')}, torch {sysj.get('torch')}, Horovod {sysj.get('horovod')}",
+                  "- network: " + (f"emulated cluster, link {net.get('link')} ({net.get('note')}); ranks on "
+                                    f"{len(set(sysj.get('hosts_by_rank') or []))} hosts"
+                                    if net.get("emulated") else "one machine, loopback (unshaped)"),
+                  f"- code: commit {(sysj.get('git') or {}).get('commit')}"
+                  f"{' (with uncommitted changes)' if (sysj.get('git') or {}).get('dirty') else ''}", ""]
+    (dest / "system.md").write_text("\n".join(lines))
+    written.append(dest / "system.md")
+    return written
+
+
 def main(args) -> int:
     study = load_study(args.study)
     if args.action == "plan":
@@ -244,6 +299,11 @@ def main(args) -> int:
             print(f"[plan] {study.name}/{algorithm}: {n} run(s)")
     elif args.action == "prepare":
         print(f"[prepare] {prepare(study)}")
+    elif args.action == "publish":
+        if not args.to:
+            raise BenchError("study publish needs a destination: python -m bench study publish --to docs/results/<study>")
+        written = publish(study, Path(args.to))
+        print(f"[publish] {study.name}: {len(written)} file(s) in {args.to}")
     else:
         if not args.algorithm:
             raise BenchError("study run needs an algorithm: python -m bench study run ALGO")
@@ -253,8 +313,9 @@ def main(args) -> int:
 
 def add_parser(sub) -> None:
     s = sub.add_parser("study", help="plan, prepare or run a study of params.yaml (the DVC stages call these)")
-    s.add_argument("action", choices=["plan", "prepare", "run"])
+    s.add_argument("action", choices=["plan", "prepare", "run", "publish"])
     s.add_argument("algorithm", nargs="?", help="registry key (study run)")
     s.add_argument("--study", help="study of params.yaml (default: its `study`)")
+    s.add_argument("--to", help="publish: the folder to copy the study's tables, figures and system description to")
     s.set_defaults(func=main)
 

@@ -7,7 +7,9 @@ Skipped (one line) only where an emulated cluster cannot exist: not root, or no 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import sys
 
 import pandas as pd
 import pytest
@@ -56,3 +58,16 @@ def test_regimes_smoke_study_through_dvc(tmp_path):
     assert "Which algorithm wins where" in report and "8 ok" in report
     metrics = json.loads((study / "metrics" / "regimes.json").read_text())
     assert metrics["target_accuracy"] == 0.3 and len(metrics["claims"]) == 6
+
+    # published as reference results are: tables, figures, metrics, report, every run's status, the system
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    pub = subprocess.run([sys.executable, "-m", "bench", "study", "publish", "--study", "regimes-smoke", "--to",
+                          str(tmp_path / "published")], cwd=repo, env=env, capture_output=True, text=True, timeout=300)
+    assert pub.returncode == 0, pub.stderr[-3000:]
+    out = tmp_path / "published"
+    assert (out / "tables" / "regimes.csv").read_text() == (study / "tables" / "regimes.csv").read_text()
+    assert (out / "figures" / "regimes" / "speedup_heatmap.png").is_file() and (out / "report.html").is_file()
+    statuses = pd.read_csv(out / "runs.csv")
+    assert len(statuses) == 8 and (statuses["status"] == "ok").all()
+    system = (out / "system.md").read_text()
+    assert "## `emu-100mbit`" in system and "link 100mbit" in system and "latency not emulated" in system
