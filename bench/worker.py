@@ -278,7 +278,7 @@ class Worker:
                       snapshot_s=max(g["snapshot_s"] for g in gathered),
                       steps_per_worker=max(g["steps"] for g in workers) if workers else 0,
                       throughput=tp["throughput"], throughput_ci=[tp["ci_low"], tp["ci_high"]],
-                      throughput_window_s=tp["window_s"],
+                      throughput_window_s=tp["window_s"], throughput_window=tp["window"],
                       final_accuracy=final["accuracy"] if final else None, final_loss=final["loss"] if final else None,
                       bench_version=__version__, **extra)
 

@@ -1,40 +1,65 @@
-"""AD-PSGD: asynchronous decentralised parallel SGD with pairwise model averaging.
+"""AD-PSGD: asynchronous decentralised parallel SGD with atomic pairwise model averaging.
 
 References:
     Lian, Zhang, Zhang, Liu, "Asynchronous Decentralized Parallel Stochastic Gradient Descent",
     ICML 2018 (Algorithm 1; section 5: the bipartite active/passive graph that avoids deadlock).
 
-Update rule (docs/algorithms.md, ``adpsgd``), on worker i in its round t:
+Update rule (docs/algorithms.md, ``adpsgd``). Even ranks are active, odd ranks passive
+(:class:`bench.topology.Bipartite`); every active node neighbours every passive node. Step of an
+active worker i:
 
     x̂   = x_i                                  (the model read for the gradient)
     g   = ∇L(x̂; B_i)
-    j   = partner of i in round t              (bipartite graph, :class:`bench.topology.Bipartite`)
-    x_i, x_j ← (x_i + x_j) / 2                 (atomic pairwise averaging)
-    x_i ← x_i − η g   (or the local optimizer's step with g)
+    j   = a passive neighbour drawn uniformly at random (seeded per rank)
+    x_i, x_j ← (x_i + x_j) / 2                 (atomic pairwise averaging, served by j's service thread)
+    x_i ← Opt(x_i, g)                          (the local optimizer's step with g, on the averaged model)
 
-So the gradient is applied to the averaged model, not to the x̂ it was computed at, as in the
-paper. How "atomic" is realised here (inferred; the paper uses a lock per worker and an
-RPC-style exchange): active nodes (even ranks) initiate, passive nodes (odd ranks) serve, and
-no two active nodes are ever paired. The pairing follows a per-round rotation schedule (round
-t: the j-th active node meets passive node (j + t) mod #active), so each passive node knows
-which request to serve in its round t and every round is a matching. The two partners
-exchange their whole models in one message each (receive posted first, then send, then wait
-both: no deadlock), and each computes (x_i + x_j)/2 from the same two operands, so both hold
-the bit-identical average before applying their own gradient; neither model changes between
-being sent and being averaged (one thread per worker), which is the atomicity the rule needs.
-There is no global barrier: a worker waits only for its partner of the round (with an odd
-number of workers one active node sits each round out and just applies its gradient).
+Step of a passive worker j (its main thread; averagings requested by actives happen concurrently):
 
-The model evaluated is the average of the replicas' snapshots, formed after training.
+    x̂   = x_j                                  (read under j's lock into a private compute model)
+    g   = ∇L(x̂; B_j)
+    x_j ← Opt(x_j, g)                          (under j's lock; x_j may have been averaged since x̂)
+
+So a gradient is applied to the current model, not to the x̂ it was computed at, as in the paper.
+
+Inferred (the paper states a lock per worker and an atomic averaging, not how they are built):
+- a **lock** per passive worker makes an averaging atomic: its main thread holds it while it reads
+  x̂, applies its optimizer step and copies its buffers; its service thread holds it from receiving
+  x_i to assigning the average; snapshots (evaluation) are taken under it;
+- a **service thread** per passive worker (started in :meth:`setup`) serves the averaging requests
+  on its own process group (:meth:`bench.comm.p2p.P2P.channel`), so an active waits only for that
+  thread (and a lock held for one optimizer step), never for the passive's computation. A passive
+  computes its gradient on a private copy of its model (autograd forbids changing the parameters
+  between forward and backward);
+- the **partner choice**: uniform over the passive neighbours, seeded (``seed``/adpsgd/rank);
+- the exchange: active sends [MAGIC, AVG, rank, step] then x_i; the service thread, holding the lock,
+  receives x_i, sends x_j, and both assign (x_active + x_passive)/2 computed in that operand order,
+  so both hold the **bit-identical** average;
+- **termination**: in :meth:`finalize` each active sends [MAGIC, DONE, rank, steps] to every passive
+  neighbour; a service thread exits once all its active neighbours are done, and the passive's
+  :meth:`finalize` joins it. Every receive has a timeout (``recv_timeout_s``): a dead or silent peer
+  fails the run with a message naming it, never a hang.
+
+``stats()`` records per rank the averagings initiated (active) or served (passive). The model
+evaluated is the average of the replicas' snapshots, formed after training.
 """
 
 from __future__ import annotations
 
-from .. import vectors
+import random
+import threading
+from dataclasses import dataclass
+
+import torch
+
+from .. import BenchError, vectors
+from ..comm.p2p import P2PTimeout, source_rank, wait_for
 from ..topology import Bipartite
 from .base import Algorithm, StepStats
 
-TAG = 52
+MAGIC = 0x41445047  # "ADPG"
+AVG, DONE = 1, 2
+HDR, DATA, REPLY = 61, 62, 63  # tags on the averaging channel
 
 
 class ADPSGD(Algorithm):
@@ -43,32 +68,156 @@ class ADPSGD(Algorithm):
     family = "decentralised"
     averaged_evaluation = True
 
+    @dataclass
+    class Params:
+        recv_timeout_s: float = 300.0
+        """Longest wait for a message of the averaging protocol (a request, a model, DONE) before failing the run."""
+
+    @classmethod
+    def validate(cls, params, cfg) -> None:
+        if not params.recv_timeout_s > 0:
+            raise BenchError(f"adpsgd recv_timeout_s must be > 0, got {params.recv_timeout_s!r}")
+        if cfg.launch.np > 1 and cfg.launch.p2p_backend == "nccl":
+            raise BenchError("adpsgd needs p2p_backend gloo or auto (its passive workers receive from any rank)")
+
     def setup(self, model, optimizer):
         super().setup(model, optimizer)
         self.comm.broadcast_state(model, optimizer)  # comm: common start (parameters and optimizer state)
-        self.graph = Bipartite(self.comm.size)
-        self.p2p = self.comm.p2p() if self.comm.size > 1 else None  # comm: point-to-point transport
+        rank, n = self.comm.rank, self.comm.size
+        self.graph = Bipartite(n)
         self.params = list(model.parameters())
+        self.numel = vectors.numel(self.params)
         self.t = 0
-        self.averagings = 0
+        self.averagings = 0  # active: initiated; passive: served
+        self.lock = threading.Lock()
+        self.neighbours = self.graph.out_peers(rank) if n > 1 else []
+        self.active = self.graph.is_active(rank)
+        self.timeout_s = self.p.recv_timeout_s
+        self.chan = None
+        self.error: BaseException | None = None
+        self.thread: threading.Thread | None = None
+        self.last_partner: int | None = None
+        self.served_bytes = 0  # passive: bytes its service thread sent since its last step (reported by the step)
+        if not self.neighbours:
+            return
+        self.chan = self.comm.p2p(self.timeout_s).channel()  # comm: collective, every rank
+        if self.active:
+            self.rng = random.Random(f"{self.ctx.cfg.train.seed}/adpsgd/{rank}")
+        else:
+            self.work = self.ctx.build_model()  # the passive computes its gradient on a private copy of x_j
+            self.thread = threading.Thread(target=self._serve_guarded, name=f"adpsgd-serve-{rank}", daemon=True)
+            self.thread.start()
+
+    # -- active side -----------------------------------------------------------------------
+    def _header(self, kind: int, step: int) -> torch.Tensor:
+        return torch.tensor([MAGIC, kind, self.comm.rank, step], dtype=torch.int64)
 
     def average_with(self, partner: int) -> int:
-        """x_i, x_j ← (x_i + x_j)/2 with ``partner`` (who runs the same call); returns bytes sent."""
+        """x_i, x_j ← (x_i + x_j)/2 with passive ``partner`` (served by its thread); returns bytes sent."""
         mine = vectors.flat(self.params)
+        theirs = torch.empty_like(mine)
+        what = f"rank {self.comm.rank}: averaging with passive rank {partner}"
         with self.ctx.timer.comm():
-            (theirs,) = self.p2p.exchange([(mine, partner)], [(mine.new_empty(mine.shape), partner)], tag=TAG).wait()  # comm:
-        vectors.assign_(self.params, (mine + theirs) / 2)
+            reply = self.chan.irecv(theirs, src=partner, tag=REPLY)  # comm: post the receive first
+            wait_for(self.chan.isend(self._header(AVG, self.t), partner, tag=HDR), self.timeout_s, what)  # comm:
+            wait_for(self.chan.isend(mine, partner, tag=DATA), self.timeout_s, what)  # comm:
+            wait_for(reply, self.timeout_s, what)  # comm: x_j
+        vectors.assign_(self.params, (mine + theirs) / 2)  # (x_active + x_passive)/2, the passive's operand order
         self.averagings += 1
-        return mine.numel() * mine.element_size()
+        self.last_partner = partner
+        return mine.numel() * mine.element_size() + 4 * 8
 
+    # -- passive side ----------------------------------------------------------------------
+    def _serve_guarded(self) -> None:
+        try:
+            self._serve()
+        except BaseException as e:  # surfaced by the main thread (next step, or finalize)
+            self.error = e
+
+    def _serve(self) -> None:
+        """Serve averaging requests until every active neighbour has sent DONE (the service thread)."""
+        pending = set(self.neighbours)
+        hdr = torch.zeros(4, dtype=torch.int64)
+        theirs = torch.empty(self.numel, dtype=self.params[0].dtype)
+        me = self.comm.rank
+        while pending:
+            work = self.chan.irecv(hdr, src=None, tag=HDR)  # comm: a request from any active
+            try:
+                wait_for(work, self.timeout_s, f"rank {me} (passive)")
+            except P2PTimeout as e:
+                raise P2PTimeout(f"adpsgd: passive rank {me} heard from no active within {self.timeout_s:g} s; "
+                                 f"actives not done: {sorted(pending)}; {e}") from e
+            src = source_rank(work)
+            magic, kind, sender, _ = hdr.tolist()
+            if magic != MAGIC or sender != src or src not in pending or kind not in (AVG, DONE):
+                raise RuntimeError(f"adpsgd: passive rank {me}: bad request {hdr.tolist()} from rank {src} "
+                                   f"(active neighbours not done: {sorted(pending)})")
+            if kind == DONE:
+                pending.discard(src)
+                continue
+            what = f"adpsgd: passive rank {me}: averaging requested by rank {src}"
+            with self.lock:
+                wait_for(self.chan.irecv(theirs, src=src, tag=DATA), self.timeout_s, what)  # comm: x_i
+                mine = vectors.flat(self.params)
+                wait_for(self.chan.isend(mine, src, tag=REPLY), self.timeout_s, what)  # comm: x_j
+                vectors.assign_(self.params, (theirs + mine) / 2)  # (x_active + x_passive)/2
+                self.averagings += 1
+                self.served_bytes += mine.numel() * mine.element_size()
+
+    def _check_service(self) -> None:
+        if self.error is not None:
+            raise RuntimeError(f"adpsgd: the service thread of rank {self.comm.rank} failed: {self.error}") from self.error
+
+    # -- the step --------------------------------------------------------------------------
     def step(self, x, y) -> StepStats:
-        stats = self.forward_backward(x, y)  # g at x̂ = x_i
-        partner = self.graph.partner(self.comm.rank, self.t) if self.p2p is not None else None
-        if partner is not None:
-            stats.bytes_sent = self.average_with(partner)
-        self.optimizer.step()  # x_i ← x_i − η g on the averaged model
+        if self.chan is None:  # a single worker: plain local SGD
+            return self.local_step(x, y)
+        if self.active:
+            stats = self.forward_backward(x, y)  # g at x̂ = x_i
+            stats.bytes_sent = self.average_with(self.rng.choice(self.neighbours))
+            self.optimizer.step()  # x_i ← Opt(x_i, g) on the averaged model
+        else:
+            self._check_service()
+            with self.ctx.timer.comm():  # lock contention with the service thread
+                self.lock.acquire()
+            try:
+                vectors.assign_(self.work.parameters(), vectors.flat(self.params))  # x̂ = x_j
+            finally:
+                self.lock.release()
+            stats = self.forward_backward(x, y, model=self.work)
+            with self.ctx.timer.comm():
+                self.lock.acquire()
+            try:
+                for p, w in zip(self.params, self.work.parameters()):
+                    p.grad = w.grad
+                self.optimizer.step()  # x_j ← Opt(x_j, g), x_j possibly averaged since x̂
+                with torch.no_grad():
+                    for b, w in zip(self.model.buffers(), self.work.buffers()):
+                        b.copy_(w)
+                stats.bytes_sent, self.served_bytes = self.served_bytes, 0
+            finally:
+                self.lock.release()
         self.t += 1
         return stats
 
+    def snapshot(self):
+        with self.lock:  # not in the middle of an averaging
+            return super().snapshot()
+
+    def finalize(self) -> None:
+        if self.chan is None:
+            return
+        if self.active:
+            for j in self.neighbours:  # tell every passive neighbour this active is done
+                wait_for(self.chan.isend(self._header(DONE, self.t), j, tag=HDR), self.timeout_s,  # comm:
+                         f"adpsgd: rank {self.comm.rank}: DONE to passive rank {j}")
+            return
+        self.thread.join(self.timeout_s * 2)
+        if self.thread.is_alive():
+            raise P2PTimeout(f"adpsgd: the service thread of passive rank {self.comm.rank} did not finish")
+        self._check_service()
+
     def stats(self) -> dict:
-        return {f"adpsgd_averagings_rank{self.comm.rank}": self.averagings}
+        role = "initiated" if self.active else "served"
+        return {f"adpsgd_averagings_rank{self.comm.rank}": self.averagings,
+                f"adpsgd_{role}_rank{self.comm.rank}": self.averagings}

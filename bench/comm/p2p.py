@@ -9,20 +9,55 @@ receiver, never by the sender.
 :meth:`P2P.exchange` is the one gossip primitive (SGP, AD-PSGD, FAST): post every receive and send
 of a round together as one batch (``torch.distributed.batch_isend_irecv``), which NCCL needs to pair
 a send and a receive with the same peer without deadlock and gloo runs as separate operations.
+
+:meth:`P2P.channel` opens a second, independent channel over all ranks (its own process group,
+created collectively), for a background thread that must not share a group with the main thread
+(AD-PSGD's passive service); :func:`wait_for` waits on a handle with a timeout and raises
+:class:`P2PTimeout` instead of hanging when the peer died or went silent.
 """
 
 from __future__ import annotations
+
+import datetime
 
 import torch
 import torch.distributed as dist
 
 
+class P2PTimeout(RuntimeError):
+    """A point-to-point message did not complete within its timeout (the peer died or went silent)."""
+
+
+def wait_for(work, timeout_s: float, what: str) -> None:
+    """Wait for a handle of :meth:`P2P.isend` / :meth:`P2P.irecv` at most ``timeout_s`` seconds; raise
+    :class:`P2PTimeout` naming ``what`` otherwise (gloo also raises on a closed connection)."""
+    try:
+        work.wait(datetime.timedelta(seconds=timeout_s))  # comm:
+    except RuntimeError as e:
+        raise P2PTimeout(f"{what}: no completion within {timeout_s:g} s ({e})".strip()) from e
+
+
+def source_rank(work) -> int:
+    """The sender of a completed receive-from-any (``irecv`` with ``src=None``)."""
+    return work._source_rank()
+
+
 class P2P:
     """Blocking and non-blocking send/receive of tensors between ranks."""
 
-    def __init__(self, comm):
+    def __init__(self, comm, group=None):
         self.rank = comm.rank
         self.size = comm.size
+        self.group = group  # None: the default process group
+
+    def channel(self, backend: str = "gloo") -> "P2P":
+        """A new channel over all ranks with its own process group: its messages never match this one's, and
+        one thread per process may use it while another uses this one. Collective: every rank calls it, in the
+        same order."""
+        sub = P2P.__new__(P2P)
+        sub.rank, sub.size = self.rank, self.size
+        sub.group = dist.new_group(backend=backend)  # comm:
+        return sub
 
     def _check_peer(self, peer: int | None) -> None:
         if peer is not None and not (0 <= peer < self.size and peer != self.rank):
@@ -30,32 +65,32 @@ class P2P:
 
     def send(self, tensor: torch.Tensor, dst: int, tag: int = 0) -> None:
         self._check_peer(dst)
-        dist.send(tensor.contiguous(), dst=dst, tag=tag)  # comm:
+        dist.send(tensor.contiguous(), dst=dst, tag=tag, group=self.group)  # comm:
 
     def recv(self, buffer: torch.Tensor, src: int | None = None, tag: int = 0) -> int:
         """Receive into ``buffer`` (from ``src``, or from any rank when None); returns the sender's rank."""
         self._check_peer(src)
-        return dist.recv(buffer, src=src, tag=tag)  # comm:
+        return dist.recv(buffer, src=src, tag=tag, group=self.group)  # comm:
 
     def isend(self, tensor: torch.Tensor, dst: int, tag: int = 0):
         """Non-blocking send; returns a work handle with ``wait()`` and ``is_completed()``."""
         self._check_peer(dst)
-        return dist.isend(tensor.contiguous(), dst=dst, tag=tag)  # comm:
+        return dist.isend(tensor.contiguous(), dst=dst, tag=tag, group=self.group)  # comm:
 
     def irecv(self, buffer: torch.Tensor, src: int | None = None, tag: int = 0):
         """Non-blocking receive into ``buffer``; returns a work handle."""
         self._check_peer(src)
-        return dist.irecv(buffer, src=src, tag=tag)  # comm:
+        return dist.irecv(buffer, src=src, tag=tag, group=self.group)  # comm:
 
     def exchange(self, sends: list[tuple[torch.Tensor, int]], recvs: list[tuple[torch.Tensor, int]], tag: int = 0) -> "Exchange":
         """Start a round of point-to-point messages: ``sends`` (tensor, peer) and ``recvs`` (buffer, peer)."""
         ops = []
         for buf, src in recvs:
             self._check_peer(src)
-            ops.append(dist.P2POp(dist.irecv, buf, src, tag=tag))
+            ops.append(dist.P2POp(dist.irecv, buf, src, tag=tag, group=self.group))
         for tensor, dst in sends:
             self._check_peer(dst)
-            ops.append(dist.P2POp(dist.isend, tensor.contiguous(), dst, tag=tag))
+            ops.append(dist.P2POp(dist.isend, tensor.contiguous(), dst, tag=tag, group=self.group))
         return Exchange(dist.batch_isend_irecv(ops) if ops else [], [b for b, _ in recvs])  # comm:
 
     def close(self) -> None:

@@ -8,6 +8,13 @@ serialises all commits (the single-server bottleneck: its commit rate is bounded
 memory pass over θ̃ per commit plus the socket copy; see ``python -m bench.perf ps``).
 Sharding θ̃ over several server ranks is not implemented.
 
+Fairness: with gloo, the receive from any worker serves equal workers evenly (measured:
+``tests/parallel/test_parameter_server.py`` saturates the server with four workers that only commit
+and checks the spread of the per-worker counts). :meth:`PSServer.stats` reports the commits served
+per worker while every worker is active (``ps_commits_served``: from the last worker's first message
+to the first DONE) and their spread; uneven counts in a real run come from workers computing at
+different speeds (compare their reply waits, ``comm_s``, in the step records).
+
 Wire protocol (every message is a fixed-size int64 header, then at most one flat vector):
 
     worker -> server  header [MAGIC, kind, worker_rank, clock, numel, flags]     tag HDR
@@ -91,6 +98,11 @@ def check_header(h: list[int], src: int, workers: set[int], numel: int, clock: i
         raise PSProtocolError(f"rank {src}: unknown flags {flags:#x}")
 
 
+def served_spread(served: list[int]) -> float | None:
+    """(max − min) / max of the per-worker served counts (0 = perfectly even); None when nothing was served."""
+    return (max(served) - min(served)) / max(served) if served and max(served) > 0 else None
+
+
 class PSServer:
     """Serve ``centre`` to ``workers`` until each has sent DONE; apply commits with ``rule``.
 
@@ -108,6 +120,9 @@ class PSServer:
         self.taus: list[int] = []
         self.pulled: dict[int, torch.Tensor] = {}
         self.commits_by_worker = {w: 0 for w in workers}
+        self.served_at: dict[int, list[float]] = {w: [] for w in workers}  # time.time() of each commit served
+        self.first_heard: dict[int, float] = {}  # time.time() of each worker's first message
+        self.first_done_at: float | None = None  # the end of the window in which every worker is active
         self.last_heard = {w: time.time() for w in workers}
         self._hdr = torch.zeros(HEADER_LEN, dtype=torch.int64)
         self._payload = torch.empty_like(self.centre)
@@ -138,11 +153,14 @@ class PSServer:
             if src not in pending:
                 raise PSProtocolError(f"rank {src}: {KINDS[h[1]]} after DONE")
             self.last_heard[src] = time.time()
+            self.first_heard.setdefault(src, self.last_heard[src])
             _, kind, _, wclock, n, flags = h
             if kind in (DONE, SNAP):
                 buffers = self._receive_buffers(src, n)
                 if kind == DONE:
                     pending.discard(src)
+                    if self.first_done_at is None:
+                        self.first_done_at = time.time()
                 elif self.on_snapshot is not None:
                     self.on_snapshot(wclock, self.centre, buffers)
                 continue
@@ -154,6 +172,7 @@ class PSServer:
                     self.clock += 1
                 self.commits += 1
                 self.commits_by_worker[src] += 1
+                self.served_at[src].append(time.time())
                 self.taus.append(tau)
             reply = torch.tensor([self.clock, tau, self.commits], dtype=torch.int64)
             dist.send(reply, dst=src, tag=REPLY)  # comm:
@@ -163,12 +182,21 @@ class PSServer:
                 if self.keep_pulled and flags & F_SNAPSHOT:
                     self.pulled.setdefault(src, torch.empty_like(self.centre)).copy_(self.centre)
 
+    def served_all_active(self) -> list[int]:
+        """Commits served per worker (sorted by rank) while every worker is active: from the moment the last
+        worker's first message arrived to the first DONE (after it, the others naturally get more)."""
+        start = max(self.first_heard.values()) if len(self.first_heard) == len(self.workers) else float("inf")
+        end = self.first_done_at if self.first_done_at is not None else float("inf")
+        return [sum(1 for t in self.served_at[w] if start <= t <= end) for w in sorted(self.served_at)]
+
     def stats(self) -> dict:
+        served = self.served_all_active()
         hist = torch.bincount(torch.tensor(self.taus, dtype=torch.int64)).tolist() if self.taus else []
         return {"ps_commits": self.commits, "ps_updates": self.clock, "ps_pulls": self.pulls,
                 "ps_staleness_mean": (sum(self.taus) / len(self.taus)) if self.taus else None,
                 "ps_staleness_max": max(self.taus) if self.taus else None, "ps_staleness_hist": hist,
-                "ps_commits_by_worker": [self.commits_by_worker[w] for w in sorted(self.commits_by_worker)]}
+                "ps_commits_by_worker": [self.commits_by_worker[w] for w in sorted(self.commits_by_worker)],
+                "ps_commits_served": served, "ps_served_spread_all_active": served_spread(served)}
 
 
 class PSClient:

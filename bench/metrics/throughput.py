@@ -12,6 +12,12 @@ mean ± 1.96·std of the same figure over equal sub-windows (up to 10, each hold
 of each worker; Horovod's synthetic benchmark reports mean ± 1.96·std over iterations). Never a mean of per-step rates, which overstates
 algorithms with uneven steps (local SGD's cheap local steps and one slow averaging step).
 
+When that window is empty (a short run in which a fast worker took its last step before a straggler had
+finished its warm-up: an asynchronous method beside a 3x straggler, 12 steps a worker), the figure is the
+sum over workers of each worker's own rate (samples of its steps after its own warm-up ÷ the time from its
+warm-up's end to its last step), with no interval; ``window`` says which definition gave the figure
+(``all-active`` or ``per-worker``).
+
 **Speedup** S(n) = throughput(n) / throughput(1) of the same algorithm, tag and hardware; scaling
 efficiency S(n)/n; and throughput against ``sync`` at the same n, tag and hardware.
 """
@@ -29,7 +35,7 @@ from .selection import KEYS, labels, ok_runs
 Z95 = 1.96
 MAX_WINDOWS, STEPS_PER_WINDOW = 10, 5
 NAN = {"throughput": math.nan, "ci_low": math.nan, "ci_high": math.nan, "window_s": math.nan,
-       "window_samples": 0, "workers": 0}
+       "window_samples": 0, "workers": 0, "window": ""}
 
 
 def timed_window(steps: pd.DataFrame) -> tuple[float, float]:
@@ -49,7 +55,7 @@ def window_throughput(steps: pd.DataFrame, windows: int | None = None) -> dict:
     inside = steps[(steps["t"] > start) & (steps["t"] <= end)]
     span = end - start
     if span <= 0 or inside.empty:
-        return {**NAN, "workers": int(steps["rank"].nunique())}
+        return per_worker_throughput(steps)
     workers = int(steps["rank"].nunique())
     if windows is None:
         windows = int(np.clip(len(inside) // (workers * STEPS_PER_WINDOW), 2, MAX_WINDOWS))
@@ -60,7 +66,26 @@ def window_throughput(steps: pd.DataFrame, windows: int | None = None) -> dict:
     half = Z95 * float(np.std(rates, ddof=1)) if windows > 1 else 0.0
     value = float(inside["samples"].sum()) / span
     return {"throughput": value, "ci_low": float(np.mean(rates)) - half, "ci_high": float(np.mean(rates)) + half,
-            "window_s": span, "window_samples": int(inside["samples"].sum()), "workers": workers}
+            "window_s": span, "window_samples": int(inside["samples"].sum()), "workers": workers, "window": "all-active"}
+
+
+def per_worker_throughput(steps: pd.DataFrame) -> dict:
+    """Σ over workers of samples after the worker's own warm-up ÷ the time from its warm-up's end to its last step
+    (the fallback of :func:`window_throughput` when no span has every worker working)."""
+    workers = int(steps["rank"].nunique())
+    total, samples, longest = 0.0, 0, 0.0
+    for _, g in steps.sort_values("t").groupby("rank"):
+        warm = g["warmup"].fillna(False).astype(bool) if "warmup" in g else pd.Series(False, index=g.index)
+        start = float(g.loc[warm, "t"].max()) if warm.any() else float((g["t"] - g["step_s"]).min())
+        timed = g[g["t"] > start]
+        span = float(g["t"].max()) - start
+        if timed.empty or span <= 0:
+            return {**NAN, "workers": workers}
+        total += float(timed["samples"].sum()) / span
+        samples += int(timed["samples"].sum())
+        longest = max(longest, span)
+    return {**NAN, "throughput": total, "window_s": longest, "window_samples": samples, "workers": workers,
+            "window": "per-worker"}
 
 
 def throughput(run: Run) -> dict:

@@ -14,6 +14,13 @@
 3. Mean staleness τ of real ``downpour`` runs (profile tiny) at n = 2, 4 against the
    n − 1 expected for equal-speed workers.
 
+``python -m bench.perf ps --fairness [--algorithms downpour,agn] [--np 4] [--profile comm-heavy] [--steps 40]``
+instead runs each algorithm once (a real run in a temporary directory) and prints, per worker, the
+commits the server served while every worker was active (``ps_commits_served``: up to the first DONE),
+their spread (max − min) / max, and the worker's mean compute time per step and mean reply wait per
+commit (``comm_s`` of its committing steps): equal reply waits with unequal counts mean a worker
+computed slower, not that the server served it less.
+
 Timings on a small shared machine are noisy: figures are medians, never pass/fail.
 """
 
@@ -121,6 +128,41 @@ def downpour_staleness(workers: int, steps: int) -> float:
         return summary["ps_staleness_mean"]
 
 
+def fairness_run(algorithm: str, workers: int, profile: str, steps: int) -> dict:
+    """One real run: the server's per-worker served counts and each worker's mean compute / reply wait."""
+    from ..layout import REPO_ROOT
+
+    with tempfile.TemporaryDirectory() as d:
+        out = Path(d) / "run"
+        cmd = [sys.executable, "-m", "bench", "run", algorithm, "--np", str(workers), "--profile", profile, "--out", str(out),
+               "--quiet", "--set", f"max_steps={steps}", "--set", "eval_every=0", "--set", "epochs=8"]
+        env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), BENCH_PROGRESS="0")
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=str(REPO_ROOT), timeout=900, check=False)
+        summary = json.loads((out / "summary.json").read_text())
+        if proc.returncode != 0 or summary.get("status") != "ok":
+            raise RuntimeError(f"{algorithm} np={workers} failed: {summary.get('reason')}")
+        compute, wait = [], []
+        for r in range(workers):
+            rows = [json.loads(line) for line in (out / f"rank{r}.jsonl").read_text().splitlines() if line.strip()]
+            committing = [x["comm_s"] for x in rows if x.get("staleness") is not None]
+            compute.append(median([x["compute_s"] for x in rows]) if rows else float("nan"))
+            wait.append(sum(committing) / len(committing) if committing else float("nan"))
+    return {"served": summary["ps_commits_served"], "spread": summary["ps_served_spread_all_active"],
+            "total": summary["ps_commits_by_worker"], "compute_s": compute, "reply_wait_s": wait}
+
+
+def fairness(args) -> int:
+    print(f"commits served per worker while all are active ({args.profile}, np={args.np}, {args.steps} steps per worker)")
+    for algorithm in args.algorithms.split(","):
+        r = fairness_run(algorithm, args.np, args.profile, args.steps)
+        spread = "n/a" if r["spread"] is None else f"{r['spread']:.3f}"
+        print(f"{algorithm}: served {r['served']} (all commits {r['total']}), spread {spread}", flush=True)
+        for w in range(args.np):
+            print(f"  rank {w}: served {r['served'][w]:>4}  compute {r['compute_s'][w] * 1e3:7.1f} ms/step (median)  "
+                  f"reply wait {r['reply_wait_s'][w] * 1e3:7.1f} ms/commit (mean)", flush=True)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.perf ps", description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="1000000,10000000", help="centre sizes (parameters), comma-separated")
@@ -128,11 +170,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--commits", type=int, default=40, help="commits per worker per round")
     ap.add_argument("--repeats", type=int, default=3, help="rounds per job (the median is reported)")
     ap.add_argument("--staleness-steps", type=int, default=120, help="steps per worker of the downpour staleness runs")
+    ap.add_argument("--fairness", action="store_true", help="instead: per-worker commits served in real runs (bench/perf/ps.py docstring)")
+    ap.add_argument("--algorithms", default="downpour,agn", help="--fairness: algorithms, comma-separated")
+    ap.add_argument("--np", type=int, default=4, help="--fairness: workers")
+    ap.add_argument("--profile", default="comm-heavy", help="--fairness: training profile")
+    ap.add_argument("--steps", type=int, default=40, help="--fairness: max_steps per worker")
     ap.add_argument("--inner", default="", help=argparse.SUPPRESS)
     ap.add_argument("--numel", type=lambda v: [int(x) for x in v.split(",")], default=[], help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.inner:
         return inner(args)
+    if args.fairness:
+        return fairness(args)
     sizes = [int(float(s)) for s in args.sizes.split(",")]
     workers = [int(w) for w in args.workers.split(",")]
     torch.set_num_threads(1)

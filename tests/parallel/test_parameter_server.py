@@ -39,6 +39,7 @@ def test_downpour_one_worker_equals_sequential_sgd(tmp_path):
     run = run_algorithm(tmp_path, "downpour", 1, *(f"{k}={v}" for k, v in sets.items()))
     assert run.status == "ok" and run.summary["processes"] == 2  # one worker + the server rank
     assert run.summary["ps_commits"] == steps and run.summary["ps_staleness_max"] == 0
+    assert run.summary["ps_commits_served"] == [steps] and run.summary["ps_served_spread_all_active"] == 0.0
     assert run.steps["staleness"].tolist() == [0.0] * steps
     centre, expected = torch.load(run.path / "model.pt"), sequential_sgd(steps, sets)
     init = build_model(resolve("downpour", profile="tiny").train, (1, 8, 8), 10).state_dict()
@@ -78,6 +79,23 @@ def test_staleness_schedule_server_rules_and_rejections(tmp_path):
         assert not torch.allclose(got[rule], got["add"], atol=1e-3)  # the rule did act
     assert server["rejected"] == "rank 1: commit of 5 elements, the centre has 4"
     assert "no message within 3 s; workers not done: rank 1 " in server["timeout"]
+
+
+def test_saturated_server_serves_four_equal_workers_evenly(tmp_path):
+    """Four workers that only commit (no compute) against a server slowed to 4 ms per commit: every
+    worker always has a commit waiting, so an unfair server (e.g. one that prefers low ranks) would
+    serve some workers far more often than others before the first one finishes."""
+    proc = horovodrun(5, SCRIPTS / "ps_fairness.py", str(tmp_path), timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    rounds = json.loads((tmp_path / "fairness.json").read_text())
+    assert [(r["numel"], r["mode"]) for r in rounds] == [(1000, "commit"), (1000, "commit+pull")]
+    for r in rounds:
+        n = r["commits"]
+        assert r["total"] == [n] * 4, r
+        assert r["centre_sum"] == pytest.approx(4 * n * 1000 * 1e-3, rel=1e-4), r  # every commit applied once
+        served = r["served"]
+        assert min(served) >= n // 2, r  # the all-active window covers most of the run
+        assert r["spread"] == (max(served) - min(served)) / max(served) and r["spread"] <= 0.2, r
 
 
 @pytest.mark.parametrize("algo", PS_ALGOS)

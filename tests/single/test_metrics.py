@@ -120,16 +120,29 @@ def test_throughput_is_samples_over_the_timed_window_not_a_mean_of_step_rates():
     assert tp["ci_low"] == pytest.approx(tp["throughput"]) and tp["ci_high"] == pytest.approx(tp["throughput"])
 
 
+def worker_steps(rank: int, warm_end: float, step_s: float, steps: int) -> list[dict]:
+    """One warm-up step ending at ``warm_end``, then ``steps`` steps of ``step_s``, 10 samples each."""
+    return [dict(rank=rank, t=warm_end, step_s=warm_end, samples=10, warmup=True)] + [
+        dict(rank=rank, t=warm_end + step_s * k, step_s=step_s, samples=10, warmup=False) for k in range(1, steps + 1)]
+
+
 def test_timed_window_opens_after_the_last_warmup_and_closes_at_the_first_finish():
     # rank 0: warm-up ends at 1 s, steps of 0.1 s until 2 s; rank 1 warms up until 1.5 s and runs until 3 s
-    rows = [dict(rank=0, t=1.0, step_s=1.0, samples=10, warmup=True)]
-    rows += [dict(rank=0, t=1.0 + 0.1 * k, step_s=0.1, samples=10, warmup=False) for k in range(1, 11)]
-    rows += [dict(rank=1, t=1.5, step_s=1.5, samples=10, warmup=True)]
-    rows += [dict(rank=1, t=1.5 + 0.1 * k, step_s=0.1, samples=10, warmup=False) for k in range(1, 16)]
-    tp = window_throughput(pd.DataFrame(rows))
+    tp = window_throughput(pd.DataFrame(worker_steps(0, 1.0, 0.1, 10) + worker_steps(1, 1.5, 0.1, 15)))
     assert tp["window_s"] == pytest.approx(0.5)  # [1.5, 2.0]: both workers working
     assert tp["throughput"] == pytest.approx(2 * 10 / 0.1)  # steps of both ending in (1.5, 2.0]
     assert tp["workers"] == 2
+
+
+def test_throughput_falls_back_to_per_worker_rates_when_no_span_has_every_worker_working():
+    # the fast worker (10 steps of 0.1 s after a 1 s warm-up) is done at 2 s; the straggler's warm-up ends at 2.5 s
+    tp = window_throughput(pd.DataFrame(worker_steps(0, 1.0, 0.1, 10) + worker_steps(1, 2.5, 0.3, 10)))
+    assert tp["window"] == "per-worker"
+    assert tp["throughput"] == pytest.approx(10 / 0.1 + 10 / 0.3)  # each worker's own rate, summed
+    assert tp["window_samples"] == 200 and math.isnan(tp["ci_low"])
+    # with overlap the all-active window is used
+    overlapping = worker_steps(0, 1.0, 0.1, 10) + worker_steps(1, 1.5, 0.3, 10)
+    assert window_throughput(pd.DataFrame(overlapping))["window"] == "all-active"
 
 
 def test_throughput_of_a_run_with_interval():

@@ -3,7 +3,9 @@ step on real ranks and record, on rank 0, the quantities the tests assert on (JS
 
 - sgp: push-sum mass (Σ_i w_i, Σ_i x_i against Σ x_0 − η Σ_steps Σ_i g_i) after every step, with and
   without overlap; consensus of z_i on the initial average with lr = 0 from rank-specific starts.
-- adpsgd: partners hold the same average after a round; Σ_i x_i conserved; consensus with lr = 0.
+- adpsgd: an active stepping alone averages with one passive (served by its thread while the passive does not
+  step): both hold the bit-identical average; all stepping concurrently, Σ_i x_i is conserved and the replicas
+  reach consensus with lr = 0; averagings initiated by actives = served by passives; service threads exit.
 - fast (torus): after a sync every replica equals the weights of the worker with the lowest
   selection loss; (ring) each step applies the own gradient and the neighbours' gradients of the
   previous step, checked against gradients recomputed here at every rank's parameters.
@@ -11,6 +13,7 @@ step on real ranks and record, on rank 0, the quantities the tests assert on (JS
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
 
@@ -97,24 +100,43 @@ for overlap in (False, True):
     out[f"sgp_consensus{'_overlap' if overlap else ''}"] = {
         "start": start, "end": float((gathered(algo.z()).double() - target).abs().max())}
 
-# -- adpsgd: pairwise averaging with lr = 0 -------------------------------------------------
+# -- adpsgd: asynchronous pairwise averaging with lr = 0 ----------------------------------
 algo, batches = make("adpsgd", lr=0.0)
+batches = itertools.cycle(list(batches))  # more steps than one epoch of the tiny shard
+if not hasattr(algo, "lock") or getattr(algo, "thread", None) is None and not algo.graph.is_active(rank):
+    raise SystemExit("adpsgd: no per-worker lock / passive service thread (not the asynchronous implementation)")
 with torch.no_grad():
     torch.nn.utils.vector_to_parameters(perturb(parameters_to_vector(algo.params)), algo.params)
-before = gathered(parameters_to_vector(algo.params))
-algo.step(*next(batches))
-after = gathered(parameters_to_vector(algo.params))
-pairs = [(i, algo.graph.partner(i, 0)) for i in range(n) if algo.graph.is_active(i)]
-out["adpsgd"] = {
-    "pairs": pairs,
-    "pair_identical": all(bool(torch.equal(after[i], after[j])) for i, j in pairs),
-    "pair_avg_err": max(float((after[i] - (before[i] + before[j]) / 2).abs().max()) for i, j in pairs),
-    "sum_err": float((after.double().sum(0) - before.double().sum(0)).abs().max()),
-    "start_spread": float((before - before.mean(0)).abs().max()),
-}
-algo.step(*next(batches))
+before = gathered(parameters_to_vector(algo.params))  # comm: also a barrier (nothing in flight)
+start_before = before.clone()
+single = []  # one active steps alone (the others, passives included, do not step): its passive serves it
+for who in (0, 2):
+    if rank == who:
+        algo.step(*next(batches))
+    partner = comm.broadcast_object(algo.last_partner, root=who, name=f"check.partner{who}")  # comm:
+    after = gathered(parameters_to_vector(algo.params))
+    others = [r for r in range(n) if r not in (who, partner)]
+    single.append({"active": who, "partner": partner,
+                   "identical": bool(torch.equal(after[who], after[partner])),
+                   "avg_err": float((after[who] - (before[who] + before[partner]) / 2).abs().max()),
+                   "others_unchanged": all(bool(torch.equal(after[r], before[r])) for r in others)})
+    before = after
+steps = 40  # every rank steps concurrently: passives compute while their service threads average
+for _ in range(steps):
+    algo.step(*next(batches))
+algo.finalize()  # actives: DONE to every passive; passives: join the service thread
 final = gathered(parameters_to_vector(algo.params))
-out["adpsgd"]["end_spread"] = float((final.double() - before.double().mean(0)).abs().max())
+counts = comm.allgather_object(algo.stats(), name="check.adpsgd_stats")  # comm:
+merged = {k: v for c in counts for k, v in c.items()}
+out["adpsgd"] = {
+    "single": single,
+    "start_spread": float((start_before - start_before.mean(0)).abs().max()),
+    "end_spread": float((final.double() - final.double().mean(0)).abs().max()),
+    "sum_err": float((final.double().sum(0) - start_before.double().sum(0)).abs().max()),
+    "initiated": [merged.get(f"adpsgd_initiated_rank{r}") for r in range(n)],
+    "served": [merged.get(f"adpsgd_served_rank{r}") for r in range(n)],
+    "steps": steps, "thread_alive": comm.allgather_object(algo.thread is not None and algo.thread.is_alive(), name="check.alive"),
+}
 
 # -- fast: restart from the best worker -------------------------------------------------------
 algo, batches = make("fast", topology="torus", sync_epochs=100.0, lr=0.2, momentum=0.9)
