@@ -110,6 +110,63 @@ class TrainConfig:
             raise BenchError(f"slow_ranks must not repeat a worker, got {self.slow_ranks!r}")
 
 
+HOROVOD_DEFAULTS = {"cycle_time_ms": 1.0, "fusion_threshold_bytes": 128 * 1024 * 1024, "cache_capacity": 1024,
+                    "autotune": False, "thread_affinity": "", "disable_group_fusion": False}
+"""Horovod 0.28.1's own values of the settings of :class:`HorovodSettings` (what ``None`` leaves in force)."""
+
+
+@dataclass
+class HorovodSettings:
+    """Horovod's run-time settings of a job (a hardware profile's ``horovod:`` block; ``--set horovod.KEY=VALUE``).
+
+    Each becomes one ``HOROVOD_*`` environment variable of the job's processes, read once by ``hvd.init()``;
+    ``None`` sets nothing (Horovod's default, :data:`HOROVOD_DEFAULTS`, or whatever the launching shell sets).
+    The values each hardware profile uses and the measurements that chose them: ``docs/horovod.md``; the job's
+    effective ``HOROVOD_*`` variables are recorded in ``system.json`` (``horovod``)."""
+
+    cycle_time_ms: float | None = None
+    """``HOROVOD_CYCLE_TIME``: ms between the cycles of Horovod's background thread (each cycle negotiates the ready
+    tensors across ranks and runs their fused allreduce; a tensor waits for the next cycle). Horovod: 1."""
+    fusion_threshold_bytes: int | None = None
+    """``HOROVOD_FUSION_THRESHOLD``: bytes of the tensor-fusion buffer (0: no fusion). Horovod: 128 MiB."""
+    cache_capacity: int | None = None
+    """``HOROVOD_CACHE_CAPACITY``: entries of the response cache (0: full negotiation of every tensor every step).
+    Horovod: 1024."""
+    autotune: bool | None = None
+    """``HOROVOD_AUTOTUNE``: Bayesian tuning of cycle time, fusion and cache during the run. Horovod: false."""
+    thread_affinity: str | None = None
+    """``HOROVOD_THREAD_AFFINITY``: comma-separated core of the background thread per local rank (``"0,1"``).
+    Horovod: not pinned."""
+    disable_group_fusion: bool | None = None
+    """``HOROVOD_DISABLE_GROUP_FUSION``: fuse grouped allreduces only within their group. Horovod: false."""
+
+    ENV = {"cycle_time_ms": "HOROVOD_CYCLE_TIME", "fusion_threshold_bytes": "HOROVOD_FUSION_THRESHOLD",
+           "cache_capacity": "HOROVOD_CACHE_CAPACITY", "autotune": "HOROVOD_AUTOTUNE",
+           "thread_affinity": "HOROVOD_THREAD_AFFINITY", "disable_group_fusion": "HOROVOD_DISABLE_GROUP_FUSION"}
+    """Setting -> its environment variable."""
+
+    def env(self) -> dict[str, str]:
+        """The environment variables of the settings that are set (booleans as 0/1)."""
+        out = {}
+        for name, var in self.ENV.items():
+            value = getattr(self, name)
+            if value is None:
+                continue
+            out[var] = str(int(value)) if isinstance(value, bool) else (f"{value:g}" if isinstance(value, float) else str(value))
+        return out
+
+    def validate(self) -> None:
+        if self.cycle_time_ms is not None and self.cycle_time_ms <= 0:
+            raise BenchError(f"horovod.cycle_time_ms must be > 0, got {self.cycle_time_ms!r}")
+        for name in ("fusion_threshold_bytes", "cache_capacity"):
+            value = getattr(self, name)
+            if value is not None and value < 0:
+                raise BenchError(f"horovod.{name} must be >= 0, got {value!r}")
+        if self.thread_affinity and not all(c.strip().isdigit() for c in self.thread_affinity.split(",")):
+            raise BenchError(f"horovod.thread_affinity must be comma-separated core numbers (one per local rank), "
+                             f"got {self.thread_affinity!r}")
+
+
 @dataclass
 class LaunchConfig:
     """How the job is launched (hardware profiles under ``pipelines/hardware/``)."""
@@ -146,8 +203,13 @@ class LaunchConfig:
     Bandwidth only: latency is not emulated (this kernel has no netem)."""
     emulated_cpu: dict[int, float] = field(default_factory=dict)
     """Emulated host index -> its share of one core (cgroup cpu quota), to make a host slower."""
+    horovod: HorovodSettings = field(default_factory=HorovodSettings)
+    """Horovod's run-time settings (cycle time, fusion, response cache, ...; :class:`HorovodSettings`): the hardware
+    profile's ``horovod:`` block, one key overridden by ``--set horovod.cycle_time_ms=0.5``. Unset keys keep
+    Horovod's defaults."""
 
     def validate(self) -> None:
+        self.horovod.validate()
         if self.np < 1:
             raise BenchError(f"--np must be >= 1, got {self.np}")
         if self.emulated_hosts < 0 or self.emulated_slots < 1:

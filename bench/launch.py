@@ -87,6 +87,30 @@ def network(cfg: RunConfig, emulated: dict | None) -> dict:
             "note": "network namespaces on one machine; bandwidth shaped with tbf, latency not emulated"}
 
 
+def horovod_environment(cfg: RunConfig, base: dict | None = None) -> dict[str, str]:
+    """The job's environment from ``base`` (default: this process's): the hardware profile's ``env``, then its
+    Horovod settings (``cfg.launch.horovod``: they win over the same variables in the shell or ``env``)."""
+    full_env = dict(os.environ if base is None else base)
+    full_env.update(cfg.launch.env)
+    full_env.update(cfg.launch.horovod.env())
+    return full_env
+
+
+def horovod_record(cfg: RunConfig, job_env: dict) -> dict:
+    """What system.json records of Horovod's settings: the typed settings that were set, and every ``HOROVOD_*``
+    variable the job's processes got (the effective values; a tuning variable absent keeps Horovod's default)."""
+    from dataclasses import asdict
+
+    from .config import HOROVOD_DEFAULTS
+
+    settings = {k: v for k, v in asdict(cfg.launch.horovod).items() if v is not None}
+    env = {k: v for k, v in sorted(job_env.items()) if k.startswith("HOROVOD_")}
+    effective = {}
+    for name, var in cfg.launch.horovod.ENV.items():
+        effective[name] = env[var] if var in env else f"{HOROVOD_DEFAULTS[name]} (Horovod default)"
+    return {"settings": settings, "effective": effective, "env": env}
+
+
 def prepare(cfg: RunConfig, out: Path, force: bool = False, planned: Path | None = None) -> Path:
     """Create the run directory with config.json and system.json. ``planned``: a config file written by the
     study plan for ``cfg``, copied byte for byte (what the plan wrote is what runs)."""
@@ -104,6 +128,7 @@ def prepare(cfg: RunConfig, out: Path, force: bool = False, planned: Path | None
     emulated = emulated_cluster(cfg)
     system = collect(horovodrun_command(cfg, config_path, emulated))
     system["network"] = network(cfg, emulated)
+    system["horovod_settings"] = horovod_record(cfg, horovod_environment(cfg))  # execute() records what the job got
     write_json_atomic(out / "system.json", system)
     return out
 
@@ -191,10 +216,16 @@ def execute_many(cfgs: list[RunConfig], run_dirs: list[Path], echo: bool = True,
     full_env.setdefault("BENCH_PROGRESS", "1")
     full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), full_env.get("PYTHONPATH")]))
     full_env.setdefault("HOROVOD_GLOO_TIMEOUT_SECONDS", "120")
-    full_env.update(cfg.launch.env)
+    full_env = horovod_environment(cfg, full_env)
     full_env.update(emulated["env"] if emulated else {})
     full_env.update(launcher_identity())
     full_env.update(env or {})
+    record = horovod_record(cfg, full_env)
+    for d in run_dirs:  # the Horovod settings the job's processes actually got
+        system = read_json(d / "system.json")
+        if system.get("horovod_settings") != record:
+            system["horovod_settings"] = record
+            write_json_atomic(d / "system.json", system)
     timeout_s = sum(c.train.timeout_s for c in cfgs)
     tail: collections.deque = collections.deque(maxlen=60)
     t0 = time.time()

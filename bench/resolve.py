@@ -5,7 +5,8 @@ first: the dataclass defaults (:mod:`bench.config`, each algorithm's ``Params``)
 profile of params.yaml, params.yaml's ``algorithms:`` section, the profile's own ``algorithms:``,
 the hardware profile (``pipelines/hardware/<id>.yaml``, launch settings only), then ``--set``.
 A ``--set`` key names one field of exactly one section (train, launch or the algorithm's
-``Params``; the names are disjoint, which a test checks). Every error is a
+``Params``; the names are disjoint, which a test checks); ``--set horovod.KEY=VALUE`` sets one
+Horovod setting (:class:`bench.config.HorovodSettings`) on top of the hardware profile's ``horovod:`` block. Every error is a
 :class:`bench.BenchError` raised before anything is written or launched.
 
 ``config.json`` (what the plan and ``--prepare-only`` write) is read back by :func:`load_config`:
@@ -23,7 +24,7 @@ import yaml
 
 from . import SCHEMA_VERSION, BenchError
 from .algorithms import get_algorithm
-from .config import LaunchConfig, RunConfig, TrainConfig
+from .config import HorovodSettings, LaunchConfig, RunConfig, TrainConfig
 from .layout import REPO_ROOT
 from .typed import build, choices_text, field_types
 
@@ -165,6 +166,20 @@ def _route(algorithm: str, overrides: dict, sections: dict[str, dict], keys: dic
         sections[owner][key] = value
 
 
+HOROVOD_SET_PREFIX = "horovod."
+
+
+def _horovod_settings(launch: dict, overrides: dict[str, Any]) -> None:
+    """The ``horovod`` block of the launch settings: the hardware profile's (or ``--set horovod={...}``'s), then
+    each ``--set horovod.KEY=VALUE`` on top; built here so that an unknown key is refused naming the valid ones."""
+    block = launch.get("horovod")
+    if block is None:
+        block = {}
+    if not isinstance(block, dict):
+        raise BenchError(f"horovod settings must be a mapping of {choices_text(field_types(HorovodSettings))}, got {block!r}")
+    launch["horovod"] = build(HorovodSettings, {**block, **overrides}, what="horovod setting")
+
+
 def resolve(algorithm: str, *, np: int | None = None, profile: str | None = None, hardware: str | None = None,
             overrides: dict[str, Any] | None = None, study: str = "adhoc", tag: str = "",
             params_file: Path | None = None) -> RunConfig:
@@ -182,7 +197,10 @@ def resolve(algorithm: str, *, np: int | None = None, profile: str | None = None
     sections = {"train": train_values, "launch": load_hardware(hardware or "local", params_file), "params": algo_values}
     keys = {"train": set(field_types(TrainConfig)), "launch": set(field_types(LaunchConfig)),
             "params": set(field_types(algo.Params))}
-    _route(algorithm, overrides or {}, sections, keys)
+    overrides = dict(overrides or {})
+    horovod_sets = {k[len(HOROVOD_SET_PREFIX):]: overrides.pop(k) for k in list(overrides) if k.startswith(HOROVOD_SET_PREFIX)}
+    _route(algorithm, overrides, sections, keys)
+    _horovod_settings(sections["launch"], horovod_sets)
     if np is not None:
         sections["launch"]["np"] = np
     cfg = RunConfig(algorithm=algorithm, params=build(algo.Params, sections["params"], what=f"{algorithm} parameter"),

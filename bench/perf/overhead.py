@@ -1,39 +1,82 @@
-"""Harness overhead: ``sync`` at np=1 against a plain PyTorch loop, and ``sync`` against ``ddp`` at np=2.
+"""Harness and Horovod overhead: ``sync`` at np=1 against a plain PyTorch loop, and ``sync`` against ``ddp`` at np=2.
 
     python -m bench.perf overhead [--profile laptop] [--set key=value ...] [--repeats 3]
+                                  [--hardware HW] [--set horovod.KEY=VALUE ...] [--horovod-env KEY=VALUE ...] [--compare]
+                                  [--algorithms delayed,layerwise,...] [--timeline DIR] [--json FILE]
 
-The plain loop uses the same model, data, batch size, optimizer and timing protocol (per-step
-clock, warm-up steps excluded) in this process; the suite's runs go through the real CLI path
-(horovodrun, the worker loop, records on disk). Reported: median throughput over repeats and
-the ratios sync(np=1)/plain and sync(np=2)/ddp(np=2). Target for the first ratio: >= 0.97.
+The plain loop runs in this process with the same model, data, batch size and optimizer, and is timed the way
+the suite's throughput is (:mod:`bench.metrics.throughput`): samples of the steps after the warm-up divided by
+the wall time from the end of the last warm-up step to the end of the last step, so it pays for its own data
+iteration as the worker does (the older per-step clock, which leaves the data iteration out, is printed beside
+it). The suite's runs go through the real CLI path (``horovodrun``, the worker loop, records on disk). Between
+the two, ``harness np=1`` is the worker loop around a plain local step with no communication at all
+(``localsgd`` at np=1 with λ larger than the run): the suite's own per-step cost (the record of every step,
+loss and mini-batch accuracy, progress, Horovod initialised but idle), which every algorithm and ``ddp`` pay
+alike. So sync(np=1)/plain = harness/plain (the measurement) x sync(np=1)/harness (``sync``'s step and Horovod).
+
+Horovod settings: the suite's runs use the hardware profile's ``horovod:`` block (``--hardware``, default
+``local``; ``python -m bench.perf horovod_knobs`` lists every profile's), with ``--set horovod.KEY=VALUE`` on
+top, as ``python -m bench run`` does; ``--horovod-env KEY=VALUE`` (repeatable) adds a raw ``HOROVOD_*``
+variable for experiments with variables that are not settings. Tuning variables of the calling shell are
+cleared for every run. With ``--compare`` every suite variant runs twice per repeat, under Horovod's defaults
+(``horovod: {}``, nothing set) and under the settings, interleaved, and both sets of ratios come from the
+same run. ``ddp`` runs under the same settings as the ``sync`` it is compared with: its job also
+runs Horovod (``hvd.init()``, the background thread), which those settings change.
+
+Reported: median throughput over repeats; per-step time split from the records (mean over the timed steps
+and worker ranks, median over repeats: step, compute, comm, wait, and ``loop``: the worker's time between
+steps, i.e. records and data); the ratios sync(np=1)/plain (target >= 0.97) and sync(np=2)/ddp(np=2)
+(target >= 0.98). ``--algorithms`` adds other algorithms at np=2 with their split (e.g. the Horovod-based
+``delayed,layerwise,localsgd,lasgd,easgd``). ``--timeline DIR`` records a Horovod timeline of every suite run
+(``HOROVOD_TIMELINE``, cycles marked; it slows the runs: use it to see where time goes, not for the ratios)
+and prints a summary of each variant's last one.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
+import os
 import tempfile
 import time
 from pathlib import Path
 
 import torch
 
-from ..layout import run_name
 from ..resolve import parse_set, resolve
 from ..data import Shard, load_dataset
 from ..models import build_model, make_optimizer
 from . import fmt_ratio, median
+from ..layout import run_name
+from .horovod_knobs import HOROVOD_TUNING_VARS, format_timeline, parse_env, summarize_timeline
+
+SPLIT = ("step_ms", "compute_ms", "comm_ms", "wait_ms", "loop_ms")
 
 
-def plain_loop(cfg) -> float:
-    """Samples/s of a plain single-process PyTorch loop with the run's model, data and optimizer."""
+def _window(ends: list[float], samples: list[int], warmup: int) -> float:
+    """Samples/s over the timed window of one rank's step end times (bench.metrics.throughput's definition)."""
+    start = ends[warmup - 1] if warmup > 0 else None
+    if start is None:
+        raise ValueError("the plain loop needs warmup_steps >= 1 to open its timed window")
+    n = sum(s for e, s in zip(ends, samples) if e > start)
+    return n / (ends[-1] - start)
+
+
+def plain_loop(cfg) -> dict:
+    """A plain single-process PyTorch loop with the run's model, data and optimizer. Returns ``throughput``
+    (wall-clock timed window, as the suite measures) and ``per_step_clock`` (samples / sum of the per-step clock
+    readings, the data iteration left out)."""
     t = cfg.train
     torch.set_num_threads(t.threads)
     ds = load_dataset(t)
+    torch.manual_seed(t.seed)
     model = build_model(t, ds.input_shape, ds.num_classes)
     opt = make_optimizer(t, model.parameters())
     shard = Shard(ds, 1, 0, t.batch_size, t.seed)
     total = min(shard.steps * t.epochs, t.max_steps or 10**12)
-    step, samples, seconds = 0, 0, 0.0
+    step, seconds, counted = 0, 0.0, 0
+    ends, samples = [], []
     for epoch in range(t.epochs):
         for x, y in shard.batches(epoch):
             if step >= total:
@@ -43,23 +86,90 @@ def plain_loop(cfg) -> float:
             loss = torch.nn.functional.cross_entropy(model(x), y)
             loss.backward()
             opt.step()
-            dt = time.perf_counter() - t0
+            t1 = time.perf_counter()
             step += 1
+            ends.append(t1)
+            samples.append(len(y))
             if step > t.warmup_steps:
-                samples += len(y)
-                seconds += dt
-    return samples / seconds
+                counted += len(y)
+                seconds += t1 - t0
+    return {"throughput": _window(ends, samples, t.warmup_steps), "per_step_clock": counted / seconds}
 
 
-def suite_run(algorithm: str, np: int, profile: str, overrides: dict, tmp: Path) -> float:
+@contextlib.contextmanager
+def _horovod_env(env: dict[str, str] | None):
+    """Run with exactly Horovod's defaults plus ``env``: tuning variables of the calling shell are cleared."""
+    saved = {k: os.environ.pop(k) for k in HOROVOD_TUNING_VARS if k in os.environ}
+    try:
+        yield dict(env or {})
+    finally:
+        os.environ.update(saved)
+
+
+def time_split(run) -> dict[str, float]:
+    """Per-step split in ms from a run's records (mean over timed steps and worker ranks); ``loop_ms`` is the time
+    between the end of one step and the start of the next (the worker's recording and data iteration)."""
+    steps = run.steps
+    timed = steps[~steps["warmup"].astype(bool)]
+    out = {k: 1e3 * float(timed[k[:-3] + "_s"].mean()) for k in SPLIT if k != "loop_ms"}
+    loops = []
+    for _, g in timed.groupby("rank"):
+        g = g.sort_values("step")
+        if len(g) > 1:
+            loops.append(float((g["t"].diff() - g["step_s"]).iloc[1:].mean()))
+    out["loop_ms"] = 1e3 * sum(loops) / len(loops) if loops else float("nan")
+    return out
+
+
+def cpu_busy(dt: float = 1.0) -> float:
+    """Busy share of all CPUs of the machine over ``dt`` seconds (/proc/stat)."""
+    def snap():
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+        return sum(v), v[3] + v[4]
+    a = snap()
+    time.sleep(dt)
+    b = snap()
+    total = b[0] - a[0]
+    return 1.0 - (b[1] - a[1]) / total if total else 0.0
+
+
+def wait_quiet(below: float, max_wait_s: float) -> tuple[float, float]:
+    """Wait until the machine's busy share stays below ``below`` for two consecutive seconds, at most
+    ``max_wait_s``; returns (last busy share, seconds waited)."""
+    t0, ok, busy = time.monotonic(), 0, cpu_busy()
+    while time.monotonic() - t0 < max_wait_s:
+        ok = ok + 1 if busy < below else 0
+        if ok >= 2:
+            break
+        busy = cpu_busy()
+    return busy, time.monotonic() - t0
+
+
+HARNESS = ("localsgd", {"communication_window": 10**9})
+"""The harness reference: the worker loop around a local step that never communicates (λ beyond the run)."""
+
+
+def suite_run(algorithm: str, np: int, profile: str, overrides: dict, tmp: Path, env: dict | None = None,
+              timeline: Path | None = None, hardware: str = "local") -> dict:
+    """One run through the real CLI path; its throughput and time split."""
     from ..launch import run
-    from ..results import read_json
+    from ..results import load_run, read_json
 
-    cfg = resolve(algorithm, np=np, profile=profile, overrides=overrides, study="perf")
-    run_dir, rc = run(cfg, tmp / run_name(algorithm, np, str(time.monotonic_ns())), echo=False)
+    if algorithm == "harness":
+        algorithm, extra = HARNESS
+        overrides = {**overrides, **extra}
+    cfg = resolve(algorithm, np=np, profile=profile, hardware=hardware, overrides=overrides, study="perf")
+    env = dict(env or {})
+    if timeline is not None:
+        env.update(HOROVOD_TIMELINE=str(timeline), HOROVOD_TIMELINE_MARK_CYCLES="1")
+    with _horovod_env(env) as job_env:
+        run_dir, rc = run(cfg, tmp / run_name(algorithm, np, str(time.monotonic_ns())), echo=False, env=job_env)
     if rc != 0:
         raise SystemExit(f"{algorithm} np={np} failed: {read_json(run_dir / 'summary.json').get('reason')}")
-    return read_json(run_dir / "summary.json")["throughput"]
+    r = load_run(run_dir)
+    return {"throughput": r.summary["throughput"], **time_split(r),
+            "horovod_env": read_json(run_dir / "system.json").get("horovod_settings", {}).get("env", {})}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -67,27 +177,109 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile", default="laptop")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--skip-ddp", action="store_true")
+    ap.add_argument("--skip-ddp", action="store_true", help="leave out the np=2 comparison")
+    ap.add_argument("--skip-np1", action="store_true", help="leave out the plain loop and sync at np=1")
+    ap.add_argument("--hardware", default="local", help="hardware profile of the suite's runs (its horovod: settings)")
+    ap.add_argument("--horovod-env", action="append", default=[], metavar="KEY=VALUE",
+                    help="a raw HOROVOD_* variable for the suite's runs (repeatable; on top of the settings)")
+    ap.add_argument("--compare", action="store_true", help="also run every suite variant under Horovod's defaults, interleaved")
+    ap.add_argument("--algorithms", default="", metavar="A,B,...", help="more algorithms at np=2, with their time split")
+    ap.add_argument("--timeline", metavar="DIR", help="write a Horovod timeline of every suite run under DIR and summarize")
+    ap.add_argument("--json", metavar="FILE", help="write every measurement (per repeat) as JSON")
+    ap.add_argument("--quiet-below", type=float, default=0.0, metavar="FRAC",
+                    help="before each measurement wait until the machine's CPUs are less than FRAC busy (0: do not wait)")
+    ap.add_argument("--quiet-max-wait", type=float, default=120.0, metavar="S", help="longest wait for quiet (s)")
     args = ap.parse_args(argv)
     overrides = {"eval_every": 0, "save_model": False, **parse_set(args.set)}
-    cfg = resolve("sync", np=1, profile=args.profile, overrides=overrides)
+    raw = parse_env(args.horovod_env)
+    plain_overrides = {k: v for k, v in overrides.items() if k != "horovod" and not k.startswith("horovod.")}
+    plain_overrides["horovod"] = {}  # Horovod's defaults: no setting, whatever the hardware profile chooses
+    tuned_cfg = resolve("sync", np=1, profile=args.profile, hardware=args.hardware, overrides=overrides)
+    tuned = {**tuned_cfg.launch.horovod.env(), **raw}
+    # per variant: (--set overrides, raw environment)
+    setups = {"default": (plain_overrides, {}), "tuned": (overrides, raw)}
+    if not args.compare:
+        setups = {"tuned": setups["tuned"]} if tuned else {"default": setups["default"]}
+    envs = {name: ({} if name == "default" else tuned) for name in setups}
+    extra = [a for a in args.algorithms.split(",") if a]
+    cfg = resolve("sync", np=1, profile=args.profile, overrides=plain_overrides)
     t = cfg.train
-    print(f"profile {args.profile}: {t.dataset}, {t.model}, batch {t.batch_size}, {t.optimizer}, "
-          f"warm-up {t.warmup_steps} steps, {args.repeats} repeats, threads/worker {t.threads}")
-    res: dict[str, list[float]] = {"plain": [], "sync1": [], "sync2": [], "ddp2": []}
+    print(f"profile {args.profile}: {t.dataset}, {t.model}, batch {t.batch_size}, {t.optimizer}, warm-up {t.warmup_steps} steps, "
+          f"{args.repeats} repeats, threads/worker {t.threads}")
+    for name, env in envs.items():
+        print(f"Horovod settings [{name}] (hardware {args.hardware}): "
+              + (" ".join(f"{k}={v}" for k, v in env.items()) or "Horovod's defaults (no HOROVOD_* tuning variable set)"))
+    variants: list[tuple[str, str, int, str]] = []  # (label, algorithm, np, env name)
+    for name in envs:
+        if not args.skip_np1:
+            variants += [(f"harness np=1 [{name}]", "harness", 1, name), (f"sync np=1 [{name}]", "sync", 1, name)]
+        if not args.skip_ddp:
+            variants += [(f"sync np=2 [{name}]", "sync", 2, name), (f"ddp np=2 [{name}]", "ddp", 2, name)]
+        variants += [(f"{a} np=2 [{name}]", a, 2, name) for a in extra]
+    res: dict[str, list[dict]] = {}
+    timelines: dict[str, Path] = {}
     with tempfile.TemporaryDirectory(prefix="bench-perf-") as tmp:
         for i in range(args.repeats):  # interleave the variants so drifts in machine load hit all alike
-            res["plain"].append(plain_loop(cfg))
-            res["sync1"].append(suite_run("sync", 1, args.profile, overrides, Path(tmp)))
-            if not args.skip_ddp:
-                res["sync2"].append(suite_run("sync", 2, args.profile, overrides, Path(tmp)))
-                res["ddp2"].append(suite_run("ddp", 2, args.profile, overrides, Path(tmp)))
-            print(f"  repeat {i + 1}: " + ", ".join(f"{k} {v[-1]:.0f}" for k, v in res.items() if v), flush=True)
-    m = {k: median(v) for k, v in res.items() if v}
-    print(f"plain PyTorch loop      : {m['plain']:10.1f} samples/s (median)")
-    print(f"sync np=1 (horovodrun)  : {m['sync1']:10.1f} samples/s   ratio sync/plain = {fmt_ratio(m['sync1'], m['plain'])}"
-          "  (target >= 0.97)")
-    if not args.skip_ddp:
-        print(f"sync np=2               : {m['sync2']:10.1f} samples/s (aggregate)")
-        print(f"ddp  np=2               : {m['ddp2']:10.1f} samples/s   ratio sync/ddp = {fmt_ratio(m['sync2'], m['ddp2'])}")
+            def quiet() -> dict:
+                if args.quiet_below <= 0:
+                    return {}
+                busy, waited = wait_quiet(args.quiet_below, args.quiet_max_wait)
+                return {"busy_before": busy, "waited_s": waited}
+
+            if not args.skip_np1:
+                q = quiet()
+                res.setdefault("plain loop", []).append({**plain_loop(cfg), **q})
+            for label, algo, n, name in variants:
+                tl = None
+                if args.timeline:
+                    Path(args.timeline).mkdir(parents=True, exist_ok=True)
+                    tl = Path(args.timeline) / f"{run_name(algo, n, f'{name}-r{i}')}.json"
+                    timelines[label] = tl
+                sets, raw_env = setups[name]
+                q = quiet()
+                res.setdefault(label, []).append({**suite_run(algo, n, args.profile, sets, Path(tmp), raw_env, tl, args.hardware), **q})
+            print(f"  repeat {i + 1}: " + ", ".join(f"{k} {v[-1]['throughput']:.0f}" for k, v in res.items()), flush=True)
+    m = {k: {f: median([r[f] for r in v]) for f in v[0] if f != "horovod_env"} for k, v in res.items()}
+
+    def paired(a: str, b: str) -> str:
+        """Per-repeat ratios a/b (the two measured minutes apart, so less exposed to drifts in load) and their median."""
+        rs = [x["throughput"] / y["throughput"] for x, y in zip(res[a], res[b])]
+        return f"per repeat {', '.join(f'{r:.3f}' for r in rs)}; median {median(rs):.3f}"
+    width = max(len(k) for k in m)
+    print(f"\n{'':{width}s} {'samples/s':>10s}  {'step':>7s} {'compute':>7s} {'comm':>7s} {'wait':>7s} {'loop':>7s}"
+          f"   (medians of {args.repeats}; ms per step, mean over timed steps and ranks)")
+    for k, r in m.items():
+        split = " ".join(f"{r[f]:7.3f}" for f in SPLIT) if "step_ms" in r else \
+            f"(per-step clock: {r['per_step_clock']:.0f} samples/s)"
+        busy = f"  (machine busy before: {r['busy_before']:.0%})" if "busy_before" in r else ""
+        print(f"{k:{width}s} {r['throughput']:10.1f}  {split}{busy}")
+    print()
+    for name in envs:
+        if not args.skip_np1:
+            s1, h1 = m[f"sync np=1 [{name}]"]["throughput"], m[f"harness np=1 [{name}]"]["throughput"]
+            plain = m["plain loop"]["throughput"]
+            print(f"[{name}] sync np=1 / plain loop   = {fmt_ratio(s1, plain)}  (target >= 0.97)  "
+                  f"= harness/plain {fmt_ratio(h1, plain)} x sync/harness {fmt_ratio(s1, h1)}  "
+                  f"({paired(f'sync np=1 [{name}]', 'plain loop')})")
+        if not args.skip_ddp:
+            print(f"[{name}] sync np=2 / ddp np=2     = "
+                  f"{fmt_ratio(m[f'sync np=2 [{name}]']['throughput'], m[f'ddp np=2 [{name}]']['throughput'])}  (target >= 0.98)  "
+                  f"({paired(f'sync np=2 [{name}]', f'ddp np=2 [{name}]')})")
+    if args.compare:
+        for label, algo, n, name in variants:
+            if name == "tuned":
+                base = label.replace("[tuned]", "[default]")
+                print(f"tuned / default, {label[:-8]:16s}: {fmt_ratio(m[label]['throughput'], m[base]['throughput'])}  "
+                      f"({paired(label, base)})")
+    for name in envs:  # what the jobs' processes got, as their system.json records it
+        got = {k: v for r in res.values() for x in r if "horovod_env" in x for k, v in x["horovod_env"].items()
+               if k in HOROVOD_TUNING_VARS} if name == "tuned" or len(envs) == 1 else None
+        if got is not None:
+            print(f"HOROVOD_* tuning variables the jobs got (system.json): {got or '(none)'}")
+    for label, path in timelines.items():
+        if path.exists():
+            print(f"\ntimeline of {label} (last repeat):\n" + format_timeline(summarize_timeline(path, skip_s=1.0)))
+    if args.json:
+        Path(args.json).write_text(json.dumps({"profile": args.profile, "overrides": overrides, "envs": envs,
+                                               "repeats": res, "medians": m}, indent=1))
     return 0

@@ -1,0 +1,108 @@
+"""Horovod's run-time settings (launch.horovod): typed, per hardware profile, overridable, passed to the job and
+recorded in system.json (one process; nothing launched)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from bench import BenchError
+from bench.config import HOROVOD_DEFAULTS, HorovodSettings
+from bench.launch import horovod_environment, horovod_record, prepare
+from bench.resolve import config_from_dict, hardware_profiles, load_hardware, resolve
+from bench.results import read_json
+from bench.typed import build, field_types
+
+
+def test_each_setting_is_one_horovod_variable():
+    assert set(HorovodSettings.ENV) == set(field_types(HorovodSettings)) == set(HOROVOD_DEFAULTS)
+    assert HorovodSettings().env() == {}  # nothing set: Horovod's own defaults
+    s = HorovodSettings(cycle_time_ms=0.5, fusion_threshold_bytes=0, cache_capacity=1024, autotune=False,
+                        thread_affinity="0,1", disable_group_fusion=True)
+    assert s.env() == {"HOROVOD_CYCLE_TIME": "0.5", "HOROVOD_FUSION_THRESHOLD": "0", "HOROVOD_CACHE_CAPACITY": "1024",
+                       "HOROVOD_AUTOTUNE": "0", "HOROVOD_THREAD_AFFINITY": "0,1", "HOROVOD_DISABLE_GROUP_FUSION": "1"}
+    assert HorovodSettings(cycle_time_ms=2.0).env() == {"HOROVOD_CYCLE_TIME": "2"}
+
+
+def test_set_overrides_one_setting_on_top_of_the_hardware_profile():
+    base = resolve("sync", np=1, profile="tiny").launch.horovod
+    cfg = resolve("sync", np=1, profile="tiny", overrides={"horovod.cycle_time_ms": 0.25})
+    assert cfg.launch.horovod == dataclasses.replace(base, cycle_time_ms=0.25)
+    assert cfg.launch.horovod.env()["HOROVOD_CYCLE_TIME"] == "0.25"
+    assert config_from_dict(cfg.to_dict()) == cfg  # config.json round-trip keeps the settings
+    # the whole block: Horovod's defaults, whatever the hardware profile chose
+    assert resolve("sync", np=1, profile="tiny", overrides={"horovod": {}}).launch.horovod == HorovodSettings()
+
+
+@pytest.mark.parametrize("overrides, fragment", [
+    ({"horovod.cycle_time": 1}, "unknown horovod setting 'cycle_time'; valid: autotune, cache_capacity, cycle_time_ms, "
+                                "disable_group_fusion, fusion_threshold_bytes, thread_affinity"),
+    ({"horovod": {"fusion": 0}}, "unknown horovod setting 'fusion'; valid: autotune, cache_capacity"),
+    ({"horovod.cycle_time_ms": 0}, "horovod.cycle_time_ms must be > 0"),
+    ({"horovod.cycle_time_ms": "fast"}, "invalid horovod setting 'cycle_time_ms' 'fast'"),
+    ({"horovod.cache_capacity": -1}, "horovod.cache_capacity must be >= 0"),
+    ({"horovod.autotune": 1}, "invalid horovod setting 'autotune' 1"),
+    ({"horovod.thread_affinity": "a,b"}, "comma-separated core numbers"),
+    ({"horovod": 5}, "horovod settings must be a mapping"),
+])
+def test_bad_settings_are_refused_naming_the_valid_ones(overrides, fragment):
+    with pytest.raises(BenchError) as e:
+        resolve("sync", np=1, profile="tiny", overrides=overrides)
+    assert fragment in str(e.value)
+
+
+def test_every_hardware_profile_has_valid_settings():
+    for hw in hardware_profiles():
+        block = load_hardware(hw).get("horovod") or {}
+        settings = build(HorovodSettings, block, what="horovod setting")
+        settings.validate()
+        # resolved (on the local hardware: the others need a cluster) the block reaches the launch settings as it is
+        assert resolve("sync", np=1, profile="tiny", overrides={"horovod": block}).launch.horovod == settings
+
+
+def test_hardware_profile_block_and_its_unknown_keys(tmp_path):
+    (tmp_path / "pipelines" / "hardware").mkdir(parents=True)
+    (tmp_path / "params.yaml").write_text("profiles: {laptop: {}}\n")
+    (tmp_path / "pipelines" / "hardware" / "ok.yaml").write_text("horovod: {cycle_time_ms: 0.5, cache_capacity: 0}\n")
+    (tmp_path / "pipelines" / "hardware" / "odd.yaml").write_text("horovod: {cycle_ms: 0.5}\n")
+    cfg = resolve("sync", hardware="ok", params_file=tmp_path / "params.yaml")
+    assert cfg.launch.horovod.env() == {"HOROVOD_CYCLE_TIME": "0.5", "HOROVOD_CACHE_CAPACITY": "0"}
+    cfg = resolve("sync", hardware="ok", params_file=tmp_path / "params.yaml", overrides={"horovod.cache_capacity": 8})
+    assert cfg.launch.horovod.env() == {"HOROVOD_CYCLE_TIME": "0.5", "HOROVOD_CACHE_CAPACITY": "8"}
+    with pytest.raises(BenchError, match="unknown horovod setting 'cycle_ms'; valid: autotune, cache_capacity"):
+        resolve("sync", hardware="odd", params_file=tmp_path / "params.yaml")
+
+
+def test_settings_win_over_the_shell_and_are_recorded(monkeypatch):
+    monkeypatch.setenv("HOROVOD_CYCLE_TIME", "7")
+    monkeypatch.setenv("HOROVOD_FUSION_THRESHOLD", "1024")
+    cfg = resolve("sync", np=1, profile="tiny", overrides={"horovod": {"cycle_time_ms": 0.5}})
+    env = horovod_environment(cfg)
+    assert env["HOROVOD_CYCLE_TIME"] == "0.5" and env["HOROVOD_FUSION_THRESHOLD"] == "1024"  # unset: the shell's passes
+    rec = horovod_record(cfg, env)
+    assert rec["settings"] == {"cycle_time_ms": 0.5}
+    assert rec["effective"]["cycle_time_ms"] == "0.5" and rec["effective"]["fusion_threshold_bytes"] == "1024"
+    assert rec["effective"]["cache_capacity"] == "1024 (Horovod default)"
+    assert rec["env"]["HOROVOD_CYCLE_TIME"] == "0.5"
+
+
+def test_prepare_records_the_settings_in_system_json(tmp_path, monkeypatch):
+    for var in HorovodSettings.ENV.values():
+        monkeypatch.delenv(var, raising=False)
+    cfg = resolve("sync", np=1, profile="tiny", overrides={"horovod.cycle_time_ms": 0.5, "horovod.cache_capacity": 0})
+    run_dir = prepare(cfg, tmp_path / "run")
+    rec = read_json(run_dir / "system.json")["horovod_settings"]
+    assert rec["settings"] == {"cycle_time_ms": 0.5, "cache_capacity": 0}
+    assert rec["env"]["HOROVOD_CYCLE_TIME"] == "0.5" and rec["env"]["HOROVOD_CACHE_CAPACITY"] == "0"
+    assert rec["effective"]["fusion_threshold_bytes"].endswith("(Horovod default)")
+    assert read_json(run_dir / "config.json")["launch"]["horovod"]["cycle_time_ms"] == 0.5
+
+
+def test_overhead_benchmark_names_its_runs_through_run_name():
+    import inspect
+
+    from bench.perf import overhead
+
+    src = inspect.getsource(overhead)
+    assert "run_name(" in src and '-np{' not in src.replace("run_name", "")
