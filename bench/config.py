@@ -119,7 +119,8 @@ HOROVOD_DEFAULTS = {"cycle_time_ms": 1.0, "fusion_threshold_bytes": 128 * 1024 *
 class HorovodSettings:
     """Horovod's run-time settings of a job (a hardware profile's ``horovod:`` block; ``--set horovod.KEY=VALUE``).
 
-    Each becomes one ``HOROVOD_*`` environment variable of the job's processes, read once by ``hvd.init()``;
+    Each (but ``wait_sleep_us``, the suite's own way of waiting) becomes one ``HOROVOD_*`` environment variable of
+    the job's processes, read once by ``hvd.init()``;
     ``None`` sets nothing (Horovod's default, :data:`HOROVOD_DEFAULTS`, or whatever the launching shell sets).
     The values each hardware profile uses and the measurements that chose them: ``docs/horovod.md``; the job's
     effective ``HOROVOD_*`` variables are recorded in ``system.json`` (``horovod``)."""
@@ -139,6 +140,11 @@ class HorovodSettings:
     Horovod: not pinned."""
     disable_group_fusion: bool | None = None
     """``HOROVOD_DISABLE_GROUP_FUSION``: fuse grouped allreduces only within their group. Horovod: false."""
+    wait_sleep_us: float | None = None
+    """How the training thread waits for a collective (the suite's, not a Horovod variable): ``None`` waits in
+    Horovod's ``synchronize``, which spins (poll, release the GIL, ``sched_yield``) and keeps a core busy;
+    a number polls the handle with sleeps of that many microseconds between polls, leaving the core to
+    Horovod's background thread and the other ranks (``docs/horovod.md``)."""
 
     ENV = {"cycle_time_ms": "HOROVOD_CYCLE_TIME", "fusion_threshold_bytes": "HOROVOD_FUSION_THRESHOLD",
            "cache_capacity": "HOROVOD_CACHE_CAPACITY", "autotune": "HOROVOD_AUTOTUNE",
@@ -162,6 +168,8 @@ class HorovodSettings:
             value = getattr(self, name)
             if value is not None and value < 0:
                 raise BenchError(f"horovod.{name} must be >= 0, got {value!r}")
+        if self.wait_sleep_us is not None and not 0 < self.wait_sleep_us <= 10_000:
+            raise BenchError(f"horovod.wait_sleep_us must be in (0, 10000] microseconds, got {self.wait_sleep_us!r}")
         if self.thread_affinity and not all(c.strip().isdigit() for c in self.thread_affinity.split(",")):
             raise BenchError(f"horovod.thread_affinity must be comma-separated core numbers (one per local rank), "
                              f"got {self.thread_affinity!r}")

@@ -108,6 +108,8 @@ def horovod_record(cfg: RunConfig, job_env: dict) -> dict:
     effective = {}
     for name, var in cfg.launch.horovod.ENV.items():
         effective[name] = env[var] if var in env else f"{HOROVOD_DEFAULTS[name]} (Horovod default)"
+    wait = cfg.launch.horovod.wait_sleep_us
+    effective["wait_sleep_us"] = wait if wait is not None else "none (Horovod's spinning synchronize)"
     return {"settings": settings, "effective": effective, "env": env}
 
 

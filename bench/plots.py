@@ -193,17 +193,27 @@ def status_html(status: pd.DataFrame) -> str:
 
 
 def regimes_heatmap(cells: pd.DataFrame, regimes: list[str], value: str = "speedup_vs_sync",
-                    title: str = "throughput against sync in the same regime") -> plt.Figure:
-    """Heatmap algorithm (rows) × regime (columns, in the given order) of ``value`` (from bench.metrics.regimes)."""
+                    title: str = "throughput against sync in the same regime", mark: str | None = "throughput_window") -> plt.Figure:
+    """Heatmap algorithm (rows) × regime (columns, in the given order) of a ratio ``value`` (from
+    bench.metrics.regimes), coloured on a log2 scale centred at 1 (red: above, blue: below), each cell annotated
+    with the ratio; a cell whose ``mark`` column says ``per-worker`` (throughput from each worker's own rate:
+    no span had every worker working) gets a ``*`` and the figure says so."""
+    import numpy as np
+
     if cells.empty or cells[value].isna().all():
         return _empty(title)
     pivot = cells.pivot_table(index="algorithm", columns="regime", values=value, aggfunc="mean").reindex(columns=regimes)
-    pivot = pivot.loc[pivot.mean(axis=1).sort_values(ascending=False).index]
+    pivot = pivot.loc[np.log2(pivot).mean(axis=1).sort_values(ascending=False).index]
+    starred = set()
+    if mark and mark in cells:
+        starred = {(a, r) for a, r, m in zip(cells["algorithm"], cells["regime"], cells[mark]) if m == "per-worker"}
+    labels = pivot.apply(lambda col: [("" if pd.isna(v) else f"{v:.2f}" + ("*" if (a, col.name) in starred else ""))
+                                      for a, v in col.items()])
     fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(regimes) + 3), max(4, 0.45 * len(pivot) + 2)))
-    sns.heatmap(pivot, annot=True, fmt=".2f", cmap="RdBu_r", center=1.0, ax=ax, cbar_kws={"label": value.replace("_", " ")},
-                annot_kws={"fontsize": 8})
+    sns.heatmap(np.log2(pivot.astype(float)), annot=labels.to_numpy(), fmt="", cmap="RdBu_r", center=0.0, ax=ax,
+                cbar_kws={"label": f"log2 {value.replace('_', ' ')}"}, annot_kws={"fontsize": 8})
     ax.grid(False)
-    ax.set_xlabel("")
+    ax.set_xlabel("* no span with every worker working: the sum of each worker's own rate" if starred else "")
     ax.set_ylabel("")
     ax.set_title(title)
     plt.setp(ax.get_xticklabels(), rotation=30, ha="right")

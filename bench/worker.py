@@ -356,7 +356,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     watch_launcher(run_dirs)
     signal.signal(signal.SIGTERM, _terminated)  # horovodrun ends a job's ranks with SIGTERM: record why
-    comm = Comm(cfgs[0].launch.network_interface, cfgs[0].launch.p2p_backend)
+    comm = Comm(cfgs[0].launch.network_interface, cfgs[0].launch.p2p_backend,
+                wait_sleep_us=cfgs[0].launch.horovod.wait_sleep_us)
+    if comm.wait_sleep_s and comm.rank == 0:
+        print(f"[worker] collectives waited for by polling with {comm.wait_sleep_s * 1e6:g} us sleeps "
+              f"(horovod.wait_sleep_us)", flush=True)
     for i, (cfg, run_dir) in enumerate(zip(cfgs, run_dirs)):
         if len(cfgs) > 1 and comm.rank == 0:
             print(f"[worker] run {i + 1}/{len(cfgs)} of this job: {run_dir.name}", flush=True)

@@ -91,6 +91,7 @@ class Sync(Algorithm):
                 self.dist_opt.step()  # comm: wait for the Adasum reductions of the updates, apply them
         else:
             with self.ctx.timer.comm():
+                self.comm.wait_optimizer(self.dist_opt)  # comm: with horovod.wait_sleep_us: a sleeping wait
                 self.dist_opt.synchronize()  # comm: wait for the gradient allreduces started in backward
             with self.dist_opt.skip_synchronize():
                 self.dist_opt.step()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 
 import torch
 
@@ -18,7 +19,7 @@ import torch
 class Comm:
     """Rank, size and collectives of one horovodrun job."""
 
-    def __init__(self, network_interface: str = "", p2p_backend: str = "auto"):
+    def __init__(self, network_interface: str = "", p2p_backend: str = "auto", wait_sleep_us: float | None = None):
         import horovod.torch as hvd
 
         hvd.init()  # comm: Horovod's controller (gloo or MPI) and the background thread
@@ -31,10 +32,13 @@ class Comm:
         self.p2p_backend = p2p_backend
         self._p2p = None
         self._torch_dist = False
+        self.wait_sleep_s = wait_sleep_us / 1e6 if wait_sleep_us else None
 
     # -- collectives -------------------------------------------------------------------
     def allreduce_(self, tensor: torch.Tensor, name: str | None = None, average: bool = True) -> torch.Tensor:
         """In-place blocking allreduce (mean by default)."""
+        if self.wait_sleep_s:
+            return self.synchronize(self.allreduce_async_(tensor, name=name, average=average))  # comm:
         return self.hvd.allreduce_(tensor, name=name, op=self.Average if average else self.Sum)  # comm:
 
     def allreduce_async_(self, tensor: torch.Tensor, name: str | None = None, average: bool = True):
@@ -42,8 +46,28 @@ class Comm:
         return self.hvd.allreduce_async_(tensor, name=name, op=self.Average if average else self.Sum)  # comm:
 
     def synchronize(self, handle):
-        """Wait for a non-blocking operation to complete and return its output."""
+        """Wait for a non-blocking operation to complete and return its output (sleeping between polls when
+        ``wait_sleep_us`` is set, else in Horovod's spinning wait)."""
+        self.wait_sleeping([handle])
         return self.hvd.synchronize(handle)  # comm:
+
+    def wait_sleeping(self, handles) -> None:
+        """With ``wait_sleep_us`` set: return once every handle has completed, polling with sleeps in between, so
+        that a waiting rank leaves its core to Horovod's background thread and the other ranks. Without it: nothing
+        (the caller's ``synchronize`` waits in Horovod's spin)."""
+        if not self.wait_sleep_s:
+            return
+        pending = [h for h in handles if h is not None and not callable(h)]
+        while pending:
+            pending = [h for h in pending if not self.hvd.poll(h)]  # comm:
+            if pending:
+                time.sleep(self.wait_sleep_s)
+
+    def wait_optimizer(self, dist_opt) -> None:
+        """Wait (as :meth:`wait_sleeping`) for the allreduces a ``DistributedOptimizer`` started in backward; its
+        own ``synchronize()`` then finds them complete. Reads Horovod's ``_handles`` (parameter -> (handle, ctx))."""
+        if self.wait_sleep_s:
+            self.wait_sleeping([h for h, _ in getattr(dist_opt, "_handles", {}).values()])
 
     def poll(self, handle) -> bool:
         """True when a non-blocking operation has completed (never blocks)."""

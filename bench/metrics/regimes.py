@@ -8,8 +8,10 @@ A run's **regime** is its link and its straggler setting:
 - straggler: ``none``, or ``<k>x<factor>`` (k workers whose compute takes factor times as long).
 
 Per run (a **cell** is one algorithm in one regime): aggregate throughput, speedup over ``sync`` in the
-same cell (same hardware profile, straggler and workers; the mean of sync's runs there), communication share of the step ((comm + wait) / step over the
-timed steps), time to a fixed held-out accuracy, held-out accuracy after a fixed wall-clock budget, final
+same cell (same hardware profile, straggler and workers; the mean of sync's runs there), which throughput window
+gave the figure (``all-active``, or ``per-worker`` when no span had every worker working: see
+:mod:`bench.metrics.throughput`), communication share of the step ((comm + wait) / step over the
+timed steps), time to a fixed held-out accuracy and ``target_speedup_vs_sync`` (sync's time to it / the run's), held-out accuracy after a fixed wall-clock budget, final
 held-out accuracy, mean staleness where the algorithm records it.
 """
 
@@ -53,8 +55,9 @@ def cell(run: Run, target: float, budget_s: float) -> dict:
     comm = float((steps["comm_s"].fillna(0) + steps["wait_s"].fillna(0)).sum()) if not steps.empty else math.nan
     stale = run.steps["staleness"].dropna() if "staleness" in run.steps else pd.Series(dtype=float)
     link = link_of(run)
+    tp = throughput(run)
     return {**labels(run), "link": link, "link_gbps": LINK_GBPS.get(link, math.inf), "straggler": straggler_of(run),
-            "throughput": throughput(run)["throughput"], "comm_share": comm / step_total if step_total else math.nan,
+            "throughput": tp["throughput"], "throughput_window": tp["window"], "comm_share": comm / step_total if step_total else math.nan,
             "time_to_target_s": time_to_accuracy(run.evals, target), "accuracy_at_budget": accuracy_after_time(run.evals, budget_s),
             "final_accuracy": run.summary.get("final_accuracy"), "mean_staleness": float(stale.mean()) if len(stale) else math.nan,
             "train_s": run.summary.get("train_s")}
@@ -63,7 +66,7 @@ def cell(run: Run, target: float, budget_s: float) -> dict:
 def cell_table(runs: list[Run], target: float, budget_s: float, reference: str = "sync") -> pd.DataFrame:
     """One row per ``ok`` run with its regime and figures, and ``speedup_vs_<reference>`` in the same cell."""
     rows = [cell(r, target, budget_s) for r in ok_runs(runs)]
-    cols = [*KEYS, "link", "link_gbps", "straggler", "throughput", "comm_share", "time_to_target_s",
+    cols = [*KEYS, "link", "link_gbps", "straggler", "throughput", "throughput_window", "comm_share", "time_to_target_s",
             "accuracy_at_budget", "final_accuracy", "mean_staleness", "train_s"]
     df = pd.DataFrame(rows, columns=cols)
     if df.empty:
@@ -72,6 +75,10 @@ def cell_table(runs: list[Run], target: float, budget_s: float, reference: str =
     ref = df[df["algorithm"] == reference].groupby(["hardware", "straggler", "np"])["throughput"].mean()
     df[f"speedup_vs_{reference}"] = [t / ref.get((hw, st, n), math.nan)
                                      for t, hw, st, n in zip(df["throughput"], df["hardware"], df["straggler"], df["np"])]
+    # time to the target, the reference's / the run's (> 1: reaches the target sooner than the reference)
+    ref_t = df[df["algorithm"] == reference].groupby(["hardware", "straggler", "np"])["time_to_target_s"].mean()
+    df[f"target_speedup_vs_{reference}"] = [ref_t.get((hw, st, n), math.nan) / t if t and t > 0 else math.nan
+                                            for t, hw, st, n in zip(df["time_to_target_s"], df["hardware"], df["straggler"], df["np"])]
     df["regime"] = [regime_label(lk, st) for lk, st in zip(df["link"], df["straggler"])]
     order = {lk: i for i, lk in enumerate(LINK_ORDER)}
     return df.sort_values(["link", "straggler", "algorithm"], key=lambda s: s.map(order) if s.name == "link" else s,

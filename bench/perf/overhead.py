@@ -198,8 +198,9 @@ def main(argv: list[str] | None = None) -> int:
     tuned = {**tuned_cfg.launch.horovod.env(), **raw}
     # per variant: (--set overrides, raw environment)
     setups = {"default": (plain_overrides, {}), "tuned": (overrides, raw)}
+    tuned_wait = tuned_cfg.launch.horovod.wait_sleep_us  # the suite's own setting: no HOROVOD_* variable
     if not args.compare:
-        setups = {"tuned": setups["tuned"]} if tuned else {"default": setups["default"]}
+        setups = {"tuned": setups["tuned"]} if tuned or tuned_wait else {"default": setups["default"]}
     envs = {name: ({} if name == "default" else tuned) for name in setups}
     extra = [a for a in args.algorithms.split(",") if a]
     cfg = resolve("sync", np=1, profile=args.profile, overrides=plain_overrides)
@@ -208,7 +209,8 @@ def main(argv: list[str] | None = None) -> int:
           f"{args.repeats} repeats, threads/worker {t.threads}")
     for name, env in envs.items():
         print(f"Horovod settings [{name}] (hardware {args.hardware}): "
-              + (" ".join(f"{k}={v}" for k, v in env.items()) or "Horovod's defaults (no HOROVOD_* tuning variable set)"))
+              + (" ".join(f"{k}={v}" for k, v in env.items()) or "Horovod's defaults (no HOROVOD_* tuning variable set)")
+              + (f"; waits by polling with {tuned_wait:g} us sleeps" if name == "tuned" and tuned_wait else ""))
     variants: list[tuple[str, str, int, str]] = []  # (label, algorithm, np, env name)
     for name in envs:
         if not args.skip_np1:

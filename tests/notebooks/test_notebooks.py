@@ -111,7 +111,7 @@ def test_hardware_notebook_puts_machines_side_by_side(analysed):
 
 
 def test_regimes_tables_compare_with_sync_in_the_same_regime(analysed):
-    for name in ("speedup_heatmap", "throughput_vs_link", "time_to_target"):
+    for name in ("speedup_heatmap", "target_heatmap", "throughput_vs_link", "time_to_target"):
         assert_png(analysed / "figures" / "regimes" / f"{name}.png")
     cells = pd.read_csv(analysed / "tables" / "regimes.csv")
     assert len(cells) == 4  # the failed run is left out
@@ -122,6 +122,10 @@ def test_regimes_tables_compare_with_sync_in_the_same_regime(analysed):
     assert by.loc[("sync", "local", 2), "speedup_vs_sync"] == 1.0 and by.loc[("sync", "lab2", 2), "speedup_vs_sync"] == 1.0
     ddp = by.loc[("ddp", "local", 2)]
     assert ddp["speedup_vs_sync"] == pytest.approx(ddp["throughput"] / by.loc[("sync", "local", 2), "throughput"])
+    assert set(cells["throughput_window"]) <= {"all-active", "per-worker"}
+    assert by.loc[("sync", "local", 2), "target_speedup_vs_sync"] == 1.0  # sync reached the target
+    assert ddp["target_speedup_vs_sync"] == pytest.approx(by.loc[("sync", "local", 2), "time_to_target_s"] / ddp["time_to_target_s"],
+                                                          nan_ok=True)
     winners = pd.read_csv(analysed / "tables" / "regime_winners.csv")
     assert set(winners["regime"]) == {"local, no straggler", "lab2, no straggler"}
     claims = pd.read_csv(analysed / "tables" / "claims.csv")
@@ -141,7 +145,7 @@ def test_report_lists_the_failed_run_and_gathers_the_figures(analysed, tmp_path)
     assert "injected fault at step 3" in text          # the failed run's reason
     assert "1 failed" in text and "4 ok" in text
     images = sum(1 for c in nb["cells"] for o in c.get("outputs", []) if "image/png" in o.get("data", {}))
-    assert images == 13
+    assert images == 14
 
 
 def test_corrupt_results_file_stops_the_analysis_naming_it(results_root, tmp_path):

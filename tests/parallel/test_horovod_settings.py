@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import torch
+
 from bench.perf.horovod_knobs import summarize_timeline
 from conftest import run_algorithm
 
@@ -15,9 +17,22 @@ def test_cycle_time_setting_reaches_the_background_thread_and_system_json(tmp_pa
                         "save_model=false", env={"HOROVOD_TIMELINE": str(timeline), "HOROVOD_TIMELINE_MARK_CYCLES": "1",
                                                  "HOROVOD_CYCLE_TIME": "3"})  # the setting wins over the shell
     rec = run.system["horovod_settings"]
-    assert rec["settings"] == {"cycle_time_ms": 25.0}
+    assert rec["settings"] == {"cycle_time_ms": 25.0, "wait_sleep_us": 50.0}  # the local profile's wait kept
     assert rec["env"]["HOROVOD_CYCLE_TIME"] == "25" and rec["effective"]["cycle_time_ms"] == "25"
     assert rec["env"]["HOROVOD_TIMELINE"] == str(timeline)  # every HOROVOD_* variable the job got is recorded
     s = summarize_timeline(timeline, skip_s=0.0)
     assert s["cycles"] > 20 and s["ops"].get("ALLREDUCE", 0) > 0, s
     assert 20.0 <= s["cycle_gap_median_ms"] <= 60.0, s
+
+
+def test_sleeping_wait_gives_the_same_training_as_horovods_wait(tmp_path):
+    """``horovod.wait_sleep_us``: sync's ranks wait for their allreduces by polling with sleeps (the job says so in
+    its log), and the run trains exactly as with Horovod's spinning wait: the same final parameters, bit for bit."""
+    sets = ("max_steps=12", "eval_every=0", "horovod.cycle_time_ms=5")
+    spin = run_algorithm(tmp_path, "sync", 2, "horovod={}", *sets, name="spin")  # Horovod's wait, whatever the profile
+    sleep = run_algorithm(tmp_path, "sync", 2, *sets, "horovod.wait_sleep_us=50", name="sleep")
+    assert "polling with 50 us sleeps" in (sleep.path / "launch.log").read_text()
+    assert "polling" not in (spin.path / "launch.log").read_text()
+    assert sleep.system["horovod_settings"]["effective"]["wait_sleep_us"] == 50
+    a, b = torch.load(spin.path / "model.pt"), torch.load(sleep.path / "model.pt")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)

@@ -16,7 +16,9 @@ from bench.typed import build, field_types
 
 
 def test_each_setting_is_one_horovod_variable():
-    assert set(HorovodSettings.ENV) == set(field_types(HorovodSettings)) == set(HOROVOD_DEFAULTS)
+    # every setting is a Horovod variable, except the suite's own way of waiting (wait_sleep_us)
+    assert set(HorovodSettings.ENV) | {"wait_sleep_us"} == set(field_types(HorovodSettings))
+    assert set(HorovodSettings.ENV) == set(HOROVOD_DEFAULTS)
     assert HorovodSettings().env() == {}  # nothing set: Horovod's own defaults
     s = HorovodSettings(cycle_time_ms=0.5, fusion_threshold_bytes=0, cache_capacity=1024, autotune=False,
                         thread_affinity="0,1", disable_group_fusion=True)
@@ -37,7 +39,7 @@ def test_set_overrides_one_setting_on_top_of_the_hardware_profile():
 
 @pytest.mark.parametrize("overrides, fragment", [
     ({"horovod.cycle_time": 1}, "unknown horovod setting 'cycle_time'; valid: autotune, cache_capacity, cycle_time_ms, "
-                                "disable_group_fusion, fusion_threshold_bytes, thread_affinity"),
+                                "disable_group_fusion, fusion_threshold_bytes, thread_affinity, wait_sleep_us"),
     ({"horovod": {"fusion": 0}}, "unknown horovod setting 'fusion'; valid: autotune, cache_capacity"),
     ({"horovod.cycle_time_ms": 0}, "horovod.cycle_time_ms must be > 0"),
     ({"horovod.cycle_time_ms": "fast"}, "invalid horovod setting 'cycle_time_ms' 'fast'"),
@@ -93,7 +95,7 @@ def test_prepare_records_the_settings_in_system_json(tmp_path, monkeypatch):
     cfg = resolve("sync", np=1, profile="tiny", overrides={"horovod.cycle_time_ms": 0.5, "horovod.cache_capacity": 0})
     run_dir = prepare(cfg, tmp_path / "run")
     rec = read_json(run_dir / "system.json")["horovod_settings"]
-    assert rec["settings"] == {"cycle_time_ms": 0.5, "cache_capacity": 0}
+    assert rec["settings"] == {"cycle_time_ms": 0.5, "cache_capacity": 0, "wait_sleep_us": 50.0}  # the profile's wait
     assert rec["env"]["HOROVOD_CYCLE_TIME"] == "0.5" and rec["env"]["HOROVOD_CACHE_CAPACITY"] == "0"
     assert rec["effective"]["fusion_threshold_bytes"].endswith("(Horovod default)")
     assert read_json(run_dir / "config.json")["launch"]["horovod"]["cycle_time_ms"] == 0.5
@@ -106,3 +108,15 @@ def test_overhead_benchmark_names_its_runs_through_run_name():
 
     src = inspect.getsource(overhead)
     assert "run_name(" in src and '-np{' not in src.replace("run_name", "")
+
+
+def test_sleeping_wait_is_the_suites_setting_not_a_horovod_variable():
+    cfg = resolve("sync", np=1, profile="tiny", overrides={"horovod": {"wait_sleep_us": 50}})
+    assert cfg.launch.horovod.wait_sleep_us == 50
+    env = horovod_environment(cfg, base={})
+    assert not [k for k in env if k.startswith("HOROVOD_")]  # nothing for Horovod to read
+    rec = horovod_record(cfg, env)
+    assert rec["settings"] == {"wait_sleep_us": 50} and rec["effective"]["wait_sleep_us"] == 50
+    assert "spinning" in horovod_record(resolve("sync", np=1, profile="tiny", overrides={"horovod": {}}), {})["effective"]["wait_sleep_us"]
+    with pytest.raises(BenchError, match=r"horovod.wait_sleep_us must be in \(0, 10000\] microseconds, got 0"):
+        resolve("sync", np=1, profile="tiny", overrides={"horovod": {"wait_sleep_us": 0}})
