@@ -59,7 +59,7 @@ class Comm:
             return
         pending = [h for h in handles if h is not None and not callable(h)]
         while pending:
-            pending = [h for h in pending if not self.hvd.poll(h)]  # comm:
+            pending = [h for h in pending if not self.poll(h)]
             if pending:
                 time.sleep(self.wait_sleep_s)
 

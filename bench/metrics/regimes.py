@@ -72,13 +72,16 @@ def cell_table(runs: list[Run], target: float, budget_s: float, reference: str =
     if df.empty:
         df[f"speedup_vs_{reference}"] = []
         return df
-    ref = df[df["algorithm"] == reference].groupby(["hardware", "straggler", "np"])["throughput"].mean()
-    df[f"speedup_vs_{reference}"] = [t / ref.get((hw, st, n), math.nan)
-                                     for t, hw, st, n in zip(df["throughput"], df["hardware"], df["straggler"], df["np"])]
+    same_cell = ["hardware", "straggler", "np"]
+    ref = df[df["algorithm"] == reference].groupby(same_cell)[["throughput", "time_to_target_s"]].mean()
+    keys = list(zip(*(df[c] for c in same_cell)))
+
+    def of_reference(column: str) -> pd.Series:  # the reference's mean in each run's cell
+        return pd.Series([ref[column].get(k, math.nan) for k in keys], index=df.index, dtype=float)
+
+    df[f"speedup_vs_{reference}"] = df["throughput"] / of_reference("throughput")
     # time to the target, the reference's / the run's (> 1: reaches the target sooner than the reference)
-    ref_t = df[df["algorithm"] == reference].groupby(["hardware", "straggler", "np"])["time_to_target_s"].mean()
-    df[f"target_speedup_vs_{reference}"] = [ref_t.get((hw, st, n), math.nan) / t if t and t > 0 else math.nan
-                                            for t, hw, st, n in zip(df["time_to_target_s"], df["hardware"], df["straggler"], df["np"])]
+    df[f"target_speedup_vs_{reference}"] = of_reference("time_to_target_s") / df["time_to_target_s"].where(df["time_to_target_s"] > 0)
     df["regime"] = [regime_label(lk, st) for lk, st in zip(df["link"], df["straggler"])]
     order = {lk: i for i, lk in enumerate(LINK_ORDER)}
     return df.sort_values(["link", "straggler", "algorithm"], key=lambda s: s.map(order) if s.name == "link" else s,
