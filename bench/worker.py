@@ -72,10 +72,7 @@ def evaluate(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, device, b
     return loss_sum / len(x), correct / len(x)
 
 
-def _inject_fault(rank: int, step: int, run: str) -> None:
-    spec = os.environ.get(FAULT_ENV)
-    if not spec:
-        return
+def _inject_fault(spec: str, rank: int, step: int, run: str) -> None:
     r, s, mode, *only = spec.split(":")
     if int(r) == rank and int(s) == step and (not only or only[0] == run):
         if mode == "kill":
@@ -177,18 +174,26 @@ class Worker:
 
     def train(self) -> list[tuple]:
         """The steps of a worker rank; returns (t, step_s, samples, warmup) of every step (the throughput's input)."""
+        writer = JsonlWriter(self.run_dir / f"rank{self.comm.rank}.jsonl", exclusive=True, flush_s=1.0)
+        try:
+            return self._steps(writer)
+        finally:
+            writer.close()  # also when a step fails: the records taken so far reach the file
+
+    def _steps(self, writer: JsonlWriter) -> list[tuple]:
         t = self.cfg.train
         timer = self.ctx.timer
-        writer = JsonlWriter(self.run_dir / f"rank{self.comm.rank}.jsonl", exclusive=True)
         show = self.comm.rank == 0 and (sys.stderr.isatty() or os.environ.get("BENCH_PROGRESS") == "1")
         bar = _progress_bar(self.cfg, self.total_steps) if show else None
         timing: list[tuple] = []
+        fault = os.environ.get(FAULT_ENV)
         step = 0
         for epoch in range(t.epochs):
             for x, y in self.shard.batches(epoch):
                 if step >= self.total_steps:
                     break
-                _inject_fault(self.comm.rank, step, self.run_dir.name)
+                if fault:
+                    _inject_fault(fault, self.comm.rank, step, self.run_dir.name)
                 x, y = x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
                 timer.take()
                 device_sync(self.device)
@@ -214,7 +219,6 @@ class Worker:
                     self.keep_snapshot(step)
         if bar is not None:
             bar.close()
-        writer.close()
         return timing
 
     def evaluate_snapshots(self) -> dict | None:

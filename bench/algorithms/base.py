@@ -92,6 +92,7 @@ class Algorithm:
         self.model: nn.Module | None = None
         self.optimizer: torch.optim.Optimizer | None = None
         self.eval_net = vectors.EvalNet(ctx.build_model)
+        self._grad_params: tuple[nn.Module | None, list] = (None, [])  # forward_backward's model and its parameters
 
     # -- class-level hooks, used before anything is launched ------------------------------
     @classmethod
@@ -151,7 +152,10 @@ class Algorithm:
     def forward_backward(self, x: torch.Tensor, y: torch.Tensor, model: nn.Module | None = None) -> StepStats:
         """Zero the gradients, forward, loss, backward; returns loss and the number of correct predictions."""
         model = model or self.model
-        model.zero_grad(set_to_none=True)  # backward allocates fresh gradients: no accumulate pass
+        if self._grad_params[0] is not model:  # a module's parameter walk costs more than the loop below
+            self._grad_params = (model, list(model.parameters()))
+        for p in self._grad_params[1]:
+            p.grad = None  # model.zero_grad(set_to_none=True): backward allocates fresh gradients, no accumulate pass
         out = model(x)
         loss = self.ctx.loss_fn(out, y)
         loss.backward()

@@ -84,8 +84,7 @@ class Sync(Algorithm):
                            for p in model.parameters() if p.requires_grad)
 
     def step(self, x, y) -> StepStats:
-        self.dist_opt.zero_grad()
-        stats = self.forward_backward(x, y)
+        stats = self.forward_backward(x, y)  # zeroes the gradients first (what dist_opt.zero_grad() would do)
         if self.p.op == "adasum":
             with self.ctx.timer.comm():
                 self.dist_opt.step()  # comm: wait for the Adasum reductions of the updates, apply them

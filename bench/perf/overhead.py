@@ -19,8 +19,8 @@ Horovod settings: the suite's runs use the hardware profile's ``horovod:`` block
 top, as ``python -m bench run`` does; ``--horovod-env KEY=VALUE`` (repeatable) adds a raw ``HOROVOD_*``
 variable for experiments with variables that are not settings. Tuning variables of the calling shell are
 cleared for every run. With ``--compare`` every suite variant runs twice per repeat, under Horovod's defaults
-(``horovod: {}``, nothing set) and under the settings, interleaved, and both sets of ratios come from the
-same run. ``ddp`` runs under the same settings as the ``sync`` it is compared with: its job also
+(``horovod: {}``, nothing set; or, with ``--baseline-set KEY=VALUE``, under those settings: the ``reference``)
+and under the settings, interleaved, and both sets of ratios come from the same run. ``ddp`` runs under the same settings as the ``sync`` it is compared with: its job also
 runs Horovod (``hvd.init()``, the background thread), which those settings change.
 
 Reported: median throughput over repeats; per-step time split from the records (mean over the timed steps
@@ -183,6 +183,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--horovod-env", action="append", default=[], metavar="KEY=VALUE",
                     help="a raw HOROVOD_* variable for the suite's runs (repeatable; on top of the settings)")
     ap.add_argument("--compare", action="store_true", help="also run every suite variant under Horovod's defaults, interleaved")
+    ap.add_argument("--baseline-set", action="append", default=[], metavar="KEY=VALUE",
+                    help="with --compare: the reference variant's settings (e.g. horovod.wait_sleep_us=50) instead of "
+                         "Horovod's defaults; --set then names the candidate on top of the profile")
     ap.add_argument("--algorithms", default="", metavar="A,B,...", help="more algorithms at np=2, with their time split")
     ap.add_argument("--timeline", metavar="DIR", help="write a Horovod timeline of every suite run under DIR and summarize")
     ap.add_argument("--json", metavar="FILE", help="write every measurement (per repeat) as JSON")
@@ -194,14 +197,21 @@ def main(argv: list[str] | None = None) -> int:
     raw = parse_env(args.horovod_env)
     plain_overrides = {k: v for k, v in overrides.items() if k != "horovod" and not k.startswith("horovod.")}
     plain_overrides["horovod"] = {}  # Horovod's defaults: no setting, whatever the hardware profile chooses
+    ref_overrides = {**plain_overrides, **parse_set(args.baseline_set)}  # the reference variant of --compare
+    if args.baseline_set and not args.compare:
+        raise SystemExit("error: --baseline-set names the reference variant of --compare; add --compare")
     tuned_cfg = resolve("sync", np=1, profile=args.profile, hardware=args.hardware, overrides=overrides)
     tuned = {**tuned_cfg.launch.horovod.env(), **raw}
     # per variant: (--set overrides, raw environment)
-    setups = {"default": (plain_overrides, {}), "tuned": (overrides, raw)}
+    ref = "reference" if args.baseline_set else "default"  # the label of --compare's reference variant
+    setups = {ref: (ref_overrides, {}), "tuned": (overrides, raw)}
     tuned_wait = tuned_cfg.launch.horovod.wait_sleep_us  # the suite's own setting: no HOROVOD_* variable
+    ref_cfg = resolve("sync", np=1, profile=args.profile, hardware=args.hardware, overrides=ref_overrides)
+    ref_wait = ref_cfg.launch.horovod.wait_sleep_us
     if not args.compare:
-        setups = {"tuned": setups["tuned"]} if tuned or tuned_wait else {"default": setups["default"]}
-    envs = {name: ({} if name == "default" else tuned) for name in setups}
+        setups = {"tuned": setups["tuned"]} if tuned or tuned_wait else {ref: setups[ref]}
+    envs = {name: (ref_cfg.launch.horovod.env() if name == ref else tuned) for name in setups}
+    waits = {ref: ref_wait, "tuned": tuned_wait}
     extra = [a for a in args.algorithms.split(",") if a]
     cfg = resolve("sync", np=1, profile=args.profile, overrides=plain_overrides)
     t = cfg.train
@@ -210,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, env in envs.items():
         print(f"Horovod settings [{name}] (hardware {args.hardware}): "
               + (" ".join(f"{k}={v}" for k, v in env.items()) or "Horovod's defaults (no HOROVOD_* tuning variable set)")
-              + (f"; waits by polling with {tuned_wait:g} us sleeps" if name == "tuned" and tuned_wait else ""))
+              + (f"; waits by polling with {waits[name]:g} us sleeps" if waits[name] else "; Horovod's spinning wait"))
     variants: list[tuple[str, str, int, str]] = []  # (label, algorithm, np, env name)
     for name in envs:
         if not args.skip_np1:
@@ -270,8 +280,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.compare:
         for label, algo, n, name in variants:
             if name == "tuned":
-                base = label.replace("[tuned]", "[default]")
-                print(f"tuned / default, {label[:-8]:16s}: {fmt_ratio(m[label]['throughput'], m[base]['throughput'])}  "
+                base = label.replace("[tuned]", f"[{ref}]")
+                print(f"tuned / {ref}, {label[:-8]:16s}: {fmt_ratio(m[label]['throughput'], m[base]['throughput'])}  "
                       f"({paired(label, base)})")
     for name in envs:  # what the jobs' processes got, as their system.json records it
         got = {k: v for r in res.values() for x in r if "horovod_env" in x for k, v in x["horovod_env"].items()

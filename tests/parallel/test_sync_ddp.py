@@ -81,6 +81,8 @@ def test_raising_worker_names_rank_and_reason(tmp_path):
                         env={"BENCH_INJECT_FAULT": "1:3:raise"}, expect_ok=False)
     assert run.status == "failed"
     assert "rank 1" in run.summary["reason"] and "injected fault" in run.summary["reason"]
+    # the failing rank's records of its three steps reached the file (buffered records are flushed on failure)
+    assert sorted(run.steps.loc[run.steps["rank"] == 1, "step"]) == [1, 2, 3]
 
 
 def test_hand_launched_job_writes_the_same_run_directory(tmp_path):

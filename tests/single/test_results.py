@@ -83,3 +83,34 @@ def test_incompatible_schema_is_an_error(tmp_path):
     write_json_atomic(run / "config.json", cfg)
     with pytest.raises(ResultsError, match="schema_version 999"):
         load_run(run)
+
+
+def test_records_are_strict_json_and_non_finite_floats_are_cleaned(tmp_path):
+    w = JsonlWriter(tmp_path / "r.jsonl")
+    w.write({"step": 1, "loss": float("nan"), "step_s": float("inf"), "comm_s": -float("inf"), "staleness": None,
+             "warmup": True, "accuracy": 0.25})
+    w.write({"step": 2, "loss": 0.5})
+    w.close()
+    lines = (tmp_path / "r.jsonl").read_text().splitlines()
+    assert json.loads(lines[0]) == {"step": 1, "loss": None, "step_s": 1e308, "comm_s": -1e308, "staleness": None,
+                                    "warmup": True, "accuracy": 0.25}
+    assert "NaN" not in lines[0] and "Infinity" not in lines[0]
+    assert json.loads(lines[1]) == {"step": 2, "loss": 0.5}
+
+
+def test_buffered_records_reach_the_file_at_the_first_line_every_interval_and_at_close(tmp_path):
+    path = tmp_path / "rank0.jsonl"
+    w = JsonlWriter(path, exclusive=True, flush_s=3600.0)
+    w.write({"step": 1})
+    assert path.read_text() == '{"step":1}\n'  # the first line at once: a reader sees the rank has started
+    w.write({"step": 2})
+    w.write({"step": 3})
+    assert path.read_text() == '{"step":1}\n'  # kept in memory within the interval
+    w.next_flush = 0.0  # the interval has passed
+    w.write({"step": 4})
+    assert [json.loads(x)["step"] for x in path.read_text().splitlines()] == [1, 2, 3, 4]
+    w.write({"step": 5})
+    w.close()
+    assert [json.loads(x)["step"] for x in path.read_text().splitlines()] == [1, 2, 3, 4, 5]
+    with pytest.raises(FileExistsError, match="already holds results"):
+        JsonlWriter(path, exclusive=True, flush_s=1.0)
