@@ -177,7 +177,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile", default="laptop")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--skip-ddp", action="store_true", help="leave out the np=2 comparison")
+    ap.add_argument("--skip-ddp", action="store_true", help="leave out the sync / ddp comparison")
+    ap.add_argument("--np", type=int, default=2, dest="np_", metavar="N",
+                    help="workers of the sync / ddp comparison and of --algorithms (default 2)")
     ap.add_argument("--skip-np1", action="store_true", help="leave out the plain loop and sync at np=1")
     ap.add_argument("--hardware", default="local", help="hardware profile of the suite's runs (its horovod: settings)")
     ap.add_argument("--horovod-env", action="append", default=[], metavar="KEY=VALUE",
@@ -213,6 +215,7 @@ def main(argv: list[str] | None = None) -> int:
     envs = {name: (ref_cfg.launch.horovod.env() if name == ref else tuned) for name in setups}
     waits = {ref: ref_wait, "tuned": tuned_wait}
     extra = [a for a in args.algorithms.split(",") if a]
+    n_ = args.np_
     cfg = resolve("sync", np=1, profile=args.profile, overrides=plain_overrides)
     t = cfg.train
     print(f"profile {args.profile}: {t.dataset}, {t.model}, batch {t.batch_size}, {t.optimizer}, warm-up {t.warmup_steps} steps, "
@@ -226,8 +229,8 @@ def main(argv: list[str] | None = None) -> int:
         if not args.skip_np1:
             variants += [(f"harness np=1 [{name}]", "harness", 1, name), (f"sync np=1 [{name}]", "sync", 1, name)]
         if not args.skip_ddp:
-            variants += [(f"sync np=2 [{name}]", "sync", 2, name), (f"ddp np=2 [{name}]", "ddp", 2, name)]
-        variants += [(f"{a} np=2 [{name}]", a, 2, name) for a in extra]
+            variants += [(f"sync np={n_} [{name}]", "sync", n_, name), (f"ddp np={n_} [{name}]", "ddp", n_, name)]
+        variants += [(f"{a} np={n_} [{name}]", a, n_, name) for a in extra]
     res: dict[str, list[dict]] = {}
     timelines: dict[str, Path] = {}
     with tempfile.TemporaryDirectory(prefix="bench-perf-") as tmp:
@@ -274,9 +277,13 @@ def main(argv: list[str] | None = None) -> int:
                   f"= harness/plain {fmt_ratio(h1, plain)} x sync/harness {fmt_ratio(s1, h1)}  "
                   f"({paired(f'sync np=1 [{name}]', 'plain loop')})")
         if not args.skip_ddp:
-            print(f"[{name}] sync np=2 / ddp np=2     = "
-                  f"{fmt_ratio(m[f'sync np=2 [{name}]']['throughput'], m[f'ddp np=2 [{name}]']['throughput'])}  (target >= 0.98)  "
-                  f"({paired(f'sync np=2 [{name}]', f'ddp np=2 [{name}]')})")
+            print(f"[{name}] sync np={n_} / ddp np={n_}     = "
+                  f"{fmt_ratio(m[f'sync np={n_} [{name}]']['throughput'], m[f'ddp np={n_} [{name}]']['throughput'])}  (target >= 0.98)  "
+                  f"({paired(f'sync np={n_} [{name}]', f'ddp np={n_} [{name}]')})")
+    if args.compare and not args.skip_ddp:  # ddp issues no Horovod collective per step: its best may be the other setting
+        for a, b in (("tuned", ref), (ref, "tuned")):
+            sa, db = f"sync np={n_} [{a}]", f"ddp np={n_} [{b}]"
+            print(f"{sa} / {db} = {fmt_ratio(m[sa]['throughput'], m[db]['throughput'])}  ({paired(sa, db)})")
     if args.compare:
         for label, algo, n, name in variants:
             if name == "tuned":
