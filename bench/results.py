@@ -96,15 +96,12 @@ class JsonlWriter:
         self.pending: list[str] = []
         self.next_flush = 0.0  # the first line is written at once: a reader sees that the rank has started
         try:
-            self.f = open(self.path, "x" if exclusive else "a", buffering=1 if not flush_s else -1)
+            self.f = open(self.path, "x" if exclusive else "a")
         except FileExistsError:
             raise FileExistsError(f"{self.path} already exists: this run directory already holds results; "
                                   f"prepare a new one (python -m bench run ... --prepare-only --out NEW_DIR)") from None
 
     def write(self, record: dict) -> None:
-        if not self.flush_s:
-            self.f.write(record_line(record))
-            return
         self.pending.append(record_line(record))
         if time.monotonic() >= self.next_flush:
             self.flush()

@@ -1,4 +1,4 @@
-"""Harness and Horovod overhead: ``sync`` at np=1 against a plain PyTorch loop, and ``sync`` against ``ddp`` at np=2.
+"""Harness and Horovod overhead: ``sync`` at np=1 against a plain PyTorch loop, and ``sync`` against ``ddp`` at np=2 (``--np``).
 
     python -m bench.perf overhead [--profile laptop] [--set key=value ...] [--repeats 3]
                                   [--hardware HW] [--set horovod.KEY=VALUE ...] [--horovod-env KEY=VALUE ...] [--compare]
@@ -20,8 +20,9 @@ top, as ``python -m bench run`` does; ``--horovod-env KEY=VALUE`` (repeatable) a
 variable for experiments with variables that are not settings. Tuning variables of the calling shell are
 cleared for every run. With ``--compare`` every suite variant runs twice per repeat, under Horovod's defaults
 (``horovod: {}``, nothing set; or, with ``--baseline-set KEY=VALUE``, under those settings: the ``reference``)
-and under the settings, interleaved, and both sets of ratios come from the same run. ``ddp`` runs under the same settings as the ``sync`` it is compared with: its job also
-runs Horovod (``hvd.init()``, the background thread), which those settings change.
+and under the settings, interleaved, and both sets of ratios come from the same run. ``ddp`` runs under the
+same settings as the ``sync`` it is compared with: its job also runs Horovod (``hvd.init()``, the background
+thread), which those settings change; the cross ratios (sync under one, ddp under the other) say which is ddp's best.
 
 Reported: median throughput over repeats; per-step time split from the records (mean over the timed steps
 and worker ranks, median over repeats: step, compute, comm, wait, and ``loop``: the worker's time between
@@ -188,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--baseline-set", action="append", default=[], metavar="KEY=VALUE",
                     help="with --compare: the reference variant's settings (e.g. horovod.wait_sleep_us=50) instead of "
                          "Horovod's defaults; --set then names the candidate on top of the profile")
-    ap.add_argument("--algorithms", default="", metavar="A,B,...", help="more algorithms at np=2, with their time split")
+    ap.add_argument("--algorithms", default="", metavar="A,B,...", help="more algorithms at --np workers, with their time split")
     ap.add_argument("--timeline", metavar="DIR", help="write a Horovod timeline of every suite run under DIR and summarize")
     ap.add_argument("--json", metavar="FILE", help="write every measurement (per repeat) as JSON")
     ap.add_argument("--quiet-below", type=float, default=0.0, metavar="FRAC",
@@ -207,13 +208,12 @@ def main(argv: list[str] | None = None) -> int:
     # per variant: (--set overrides, raw environment)
     ref = "reference" if args.baseline_set else "default"  # the label of --compare's reference variant
     setups = {ref: (ref_overrides, {}), "tuned": (overrides, raw)}
-    tuned_wait = tuned_cfg.launch.horovod.wait_sleep_us  # the suite's own setting: no HOROVOD_* variable
     ref_cfg = resolve("sync", np=1, profile=args.profile, hardware=args.hardware, overrides=ref_overrides)
-    ref_wait = ref_cfg.launch.horovod.wait_sleep_us
+    waits = {ref: ref_cfg.launch.horovod.wait_sleep_us,  # the suite's own setting: no HOROVOD_* variable
+             "tuned": tuned_cfg.launch.horovod.wait_sleep_us}
     if not args.compare:
-        setups = {"tuned": setups["tuned"]} if tuned or tuned_wait else {ref: setups[ref]}
+        setups = {"tuned": setups["tuned"]} if tuned or waits["tuned"] else {ref: setups[ref]}
     envs = {name: (ref_cfg.launch.horovod.env() if name == ref else tuned) for name in setups}
-    waits = {ref: ref_wait, "tuned": tuned_wait}
     extra = [a for a in args.algorithms.split(",") if a]
     n_ = args.np_
     cfg = resolve("sync", np=1, profile=args.profile, overrides=plain_overrides)
