@@ -57,7 +57,7 @@ def _mnist5k(cfg: TrainConfig) -> Dataset:
     arr = pd.read_csv(path, header=None, dtype=np.float32).to_numpy()
     x = ((arr[:, :-1] / 255.0 - MNIST_MEAN) / MNIST_STD).reshape(-1, 1, 28, 28).astype(np.float32)
     y = arr[:, -1].astype(np.int64)
-    return _split(x, y, cfg.test_fraction, cfg.seed, 10, "mnist5k")
+    return _split(x, y, cfg.test_fraction, cfg.split_seed, 10, "mnist5k")
 
 
 def _digits(cfg: TrainConfig) -> Dataset:
@@ -65,11 +65,11 @@ def _digits(cfg: TrainConfig) -> Dataset:
 
     d = load_digits()
     x = (d.images.astype(np.float32) / 16.0 - 0.5).reshape(-1, 1, 8, 8) / 0.5
-    return _split(x.astype(np.float32), d.target.astype(np.int64), cfg.test_fraction, cfg.seed, 10, "digits")
+    return _split(x.astype(np.float32), d.target.astype(np.int64), cfg.test_fraction, cfg.split_seed, 10, "digits")
 
 
 def _synthetic(cfg: TrainConfig) -> Dataset:
-    g = torch.Generator().manual_seed(cfg.seed)
+    g = torch.Generator().manual_seed(cfg.split_seed)
     n = cfg.synthetic_samples + int(round(cfg.synthetic_samples * cfg.test_fraction))
     x = torch.randn((n, *cfg.synthetic_shape), generator=g)
     w = torch.randn((int(np.prod(cfg.synthetic_shape)), cfg.num_classes), generator=g)

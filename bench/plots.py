@@ -65,9 +65,22 @@ def training_curves(steps: pd.DataFrame, title: str = "workers' mini-batch accur
 
 
 def scaling(table: pd.DataFrame, title: str = "throughput and speedup") -> plt.Figure:
-    """Throughput (with its 95% interval), speedup S(n) against the ideal, and speedup against sync, vs workers."""
+    """Throughput (with its 95% interval), speedup S(n) against the ideal, and speedup against sync, vs workers. With
+    repeats (a ``repeat`` column), each point is the median over the repeats with the 95 % bootstrap interval of
+    the median (none with fewer than 3; :mod:`bench.metrics.stats`)."""
     if table.empty:
         return _empty(title)
+    if "repeat" in table and table["repeat"].nunique() > 1:
+        from .metrics import stats
+
+        vs = [c for c in table if c.startswith("vs_")]
+        rows = []
+        for (algo, n), g in table.groupby(["algorithm", "np"]):
+            d = stats.describe(g["throughput"])
+            rows.append({"algorithm": algo, "np": n, "throughput": d["median"], "ci_low": d["ci_low"],
+                         "ci_high": d["ci_high"], "speedup": g["speedup"].median(), **{c: g[c].median() for c in vs}})
+        table = pd.DataFrame(rows)
+        title += " (median over repeats)"
     fig, axes = plt.subplots(1, 3, figsize=(16, 4.5))
     for algo, g in table.sort_values("np").groupby("algorithm"):
         line = axes[0].errorbar(g["np"], g["throughput"], yerr=[g["throughput"] - g["ci_low"], g["ci_high"] - g["throughput"]],
@@ -88,11 +101,12 @@ def scaling(table: pd.DataFrame, title: str = "throughput and speedup") -> plt.F
 
 
 def efficiency(table: pd.DataFrame, title: str = "scaling efficiency S(n)/n") -> plt.Figure:
+    """Bars of S(n)/n per algorithm and workers (the median over a study's repeats)."""
     df = table.dropna(subset=["efficiency"]) if not table.empty else table
     if df.empty:
         return _empty(title, "no algorithm has an np=1 run")
     fig, ax = plt.subplots(figsize=(max(6, 0.6 * df["algorithm"].nunique() + 3), 4))
-    sns.barplot(data=df, x="algorithm", y="efficiency", hue="np", ax=ax)
+    sns.barplot(data=df, x="algorithm", y="efficiency", hue="np", ax=ax, estimator="median", errorbar=None)
     ax.axhline(1.0, color="k", ls="--", lw=1)
     ax.set_title(title)
     ax.tick_params(axis="x", rotation=45)
@@ -170,12 +184,13 @@ def te_grid(grid: pd.DataFrame, param: str, title: str) -> plt.Figure:
 
 
 def hardware(table: pd.DataFrame, y: str = "throughput", title: str = "throughput across hardware") -> plt.Figure:
-    """Bars of ``y`` per algorithm and workers, one panel per hardware profile."""
+    """Bars of ``y`` per algorithm and workers, one panel per hardware profile (the median over a study's repeats)."""
     if table.empty:
         return _empty(title)
     df = table.sort_values(["hardware", "algorithm", "np"]).assign(workers="np" + table["np"].astype(str))
     g = sns.catplot(data=df, x="algorithm", y=y, hue="workers", col="hardware", kind="bar", height=4, aspect=1.4,
-                    sharey=False, hue_order=[f"np{n}" for n in sorted(table["np"].unique())])
+                    sharey=False, hue_order=[f"np{n}" for n in sorted(table["np"].unique())], estimator="median",
+                    errorbar=None)
     g.set_ylabels({"throughput": "samples / s"}.get(y, y.replace("_", " ")))
     g.set_xticklabels(rotation=45)
     g.figure.suptitle(title, y=1.03)
@@ -195,14 +210,15 @@ def status_html(status: pd.DataFrame) -> str:
 def regimes_heatmap(cells: pd.DataFrame, regimes: list[str], value: str = "speedup_vs_sync",
                     title: str = "throughput against sync in the same regime", mark: str | None = "throughput_window") -> plt.Figure:
     """Heatmap algorithm (rows) × regime (columns, in the given order) of a ratio ``value`` (from
-    bench.metrics.regimes), coloured on a log2 scale centred at 1 (red: above, blue: below), each cell annotated
-    with the ratio; a cell whose ``mark`` column says ``per-worker`` (throughput from each worker's own rate:
-    no span had every worker working) gets a ``*`` and the figure says so."""
+    bench.metrics.regimes; one row per cell, e.g. :func:`bench.metrics.regimes.medians` over the repeats; several
+    rows of a cell are shown by their median), coloured on a log2 scale centred at 1 (red: above, blue: below), each
+    cell annotated with the ratio; a cell whose ``mark`` column says ``per-worker`` (no span had every worker
+    working: no aggregate throughput) gets a ``*`` and the figure says so."""
     import numpy as np
 
     if cells.empty or cells[value].isna().all():
         return _empty(title)
-    pivot = cells.pivot_table(index="algorithm", columns="regime", values=value, aggfunc="mean").reindex(columns=regimes)
+    pivot = cells.pivot_table(index="algorithm", columns="regime", values=value, aggfunc="median").reindex(columns=regimes)
     pivot = pivot.loc[np.log2(pivot).mean(axis=1).sort_values(ascending=False).index]
     starred = set()
     if mark and mark in cells:
@@ -213,7 +229,8 @@ def regimes_heatmap(cells: pd.DataFrame, regimes: list[str], value: str = "speed
     sns.heatmap(np.log2(pivot.astype(float)), annot=labels.to_numpy(), fmt="", cmap="RdBu_r", center=0.0, ax=ax,
                 cbar_kws={"label": f"log2 {value.replace('_', ' ')}"}, annot_kws={"fontsize": 8})
     ax.grid(False)
-    ax.set_xlabel("* no span with every worker working: the sum of each worker's own rate" if starred else "")
+    ax.set_xlabel("* no span with every worker working: no aggregate throughput (each worker's own rate: the tables)"
+                  if starred else "")
     ax.set_ylabel("")
     ax.set_title(title)
     plt.setp(ax.get_xticklabels(), rotation=30, ha="right")
@@ -241,13 +258,24 @@ def throughput_vs_link(cells: pd.DataFrame, links: list[str], title: str = "thro
 
 
 def time_to_target(cells: pd.DataFrame, target: float, title: str | None = None) -> plt.Figure:
-    """Seconds to the held-out accuracy ``target`` per algorithm, without and with the straggler, one panel per link."""
-    title = title or f"time to {target:g} held-out accuracy, without and with a straggler"
+    """Seconds to the held-out accuracy ``target`` per algorithm (one point per repeat), without and with the
+    straggler, one panel per link; a censored run (never reached the target) is drawn at its training time as an
+    open triangle, its time to target being more than that: shown, never dropped."""
+    title = title or f"time to {target:g} held-out accuracy, without and with a straggler (open triangle: censored)"
     df = cells.dropna(subset=["time_to_target_s"]) if not cells.empty else cells
     if df.empty:
-        return _empty(title, f"no run reached {target:g}")
-    g = sns.catplot(data=df, x="algorithm", y="time_to_target_s", hue="straggler", col="link", kind="bar", height=3.6,
-                    aspect=1.3, sharey=False, col_wrap=min(2, df["link"].nunique()))
+        return _empty(title, f"no run to show for {target:g}")
+    censored = df["censored"].fillna(False).astype(bool) if "censored" in df else pd.Series(False, index=df.index)
+    df = df.assign(reached=["censored (> training time)" if c else "reached" for c in censored])
+    g = sns.catplot(data=df, x="algorithm", y="time_to_target_s", hue="straggler", col="link", kind="strip", height=3.6,
+                    aspect=1.3, sharey=False, col_wrap=min(2, df["link"].nunique()), dodge=True, jitter=False)
+    for ax in g.axes.flat:  # censored runs: open triangles over their points
+        link = ax.get_title().split(" = ", 1)[-1]
+        c = df[(df["link"] == link) & (df["reached"] != "reached")]
+        if not c.empty:
+            order = [t.get_text() for t in ax.get_xticklabels()]
+            ax.scatter([order.index(a) for a in c["algorithm"]], c["time_to_target_s"], marker="^", s=90,
+                       facecolors="none", edgecolors="black", label="censored (> training time)", zorder=5)
     g.set_ylabels("seconds")
     g.set_xticklabels(rotation=60)
     g.figure.suptitle(title, y=1.03)

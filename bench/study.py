@@ -2,6 +2,7 @@
 
     python -m bench study prepare         # data/prepared/<study>.json: the study's dataset loads, with its checksum
     python -m bench study plan            # results/<study>/plan/<algo>/: every planned run's config.json
+    python -m bench study calibrate       # results/<study>/calibration.json: the target accuracy, before the runs
     python -m bench study run ALGO        # papermill notebooks/run.ipynb with every planned run of ALGO
     python -m bench study publish --to D  # copy tables, figures, metrics, report, runs.csv, system.md to D
 
@@ -60,8 +61,16 @@ class StudySpec:
     slow link."""
     hardware: list[str] | str = ""
     """Hardware profile(s) the study runs on (empty: params.yaml's ``hardware``)."""
-    target_accuracy: float = 0.8
-    """Held-out accuracy whose time-to-reach the convergence and regimes notebooks report."""
+    repeats: int = 1
+    """Runs of every planned point, each with its own model initialisation and shard order (``seed`` + k for repeat
+    k; the train/held-out split, ``split_seed``, stays fixed). With more than one, run names end ``r<k>`` and every
+    aggregate is per cell over the repeats (median, olympic mean, 95 % bootstrap interval; bench.metrics.stats)."""
+    target_accuracy: float | None = None
+    """Held-out accuracy whose time-to-reach the convergence and regimes notebooks report; None: derived,
+    ``target_fraction`` x the final held-out accuracy of the study's calibration run (sync, np 1:
+    ``python -m bench study calibrate``, results/<study>/calibration.json)."""
+    target_fraction: float = 0.97
+    """Fraction of the calibration run's final held-out accuracy that is the derived target."""
     budget_s: float = 10.0
     """Wall-clock seconds after which the notebooks report the held-out accuracy reached."""
 
@@ -107,6 +116,10 @@ def load_study(name: str | None = None, params_file: Path | None = None) -> Stud
         raise BenchError(f"unknown study {name!r}; valid: {', '.join(sorted(studies))}")
     spec = build(StudySpec, studies[name], what=f"study {name!r} key")
     study = Study(name, spec, params_file, params.get("profile") or "laptop", params.get("hardware") or "local")
+    if spec.repeats < 1:
+        raise BenchError(f"study {name!r}: repeats must be >= 1, got {spec.repeats!r}")
+    if not 0 < spec.target_fraction <= 1:
+        raise BenchError(f"study {name!r}: target_fraction must be in (0, 1], got {spec.target_fraction!r}")
     for key, valid in (("sets_by_algorithm", study.algorithms()), ("sets_by_hardware", study.hardware)):
         bad = sorted(set(getattr(spec, key)) - set(valid))
         if bad:
@@ -115,15 +128,72 @@ def load_study(name: str | None = None, params_file: Path | None = None) -> Stud
     return study
 
 
-def study_analysis(name: str, target_accuracy: float | None = None, budget_s: float | None = None) -> tuple[float, float]:
-    """The analysis settings of study ``name`` (its params.yaml entry), unless given; defaults for a study that is not
-    in params.yaml (e.g. ``adhoc``)."""
+def study_analysis(name: str, target_accuracy: float | None = None, budget_s: float | None = None,
+                   results_root: Path | None = None) -> tuple[float, float]:
+    """The analysis settings of study ``name`` unless given: its params.yaml entry's fixed ``target_accuracy``, else
+    the derived target of its calibration (results/<study>/calibration.json, :func:`calibrate`), and ``budget_s``.
+    A study that is not in params.yaml (e.g. ``adhoc``) has no target (NaN: every time to target is censored)."""
+    import math
+
     try:
-        spec = load_study(name).spec
+        study = load_study(name)
+        spec = study.spec
     except BenchError:
-        spec = StudySpec()
-    return (spec.target_accuracy if target_accuracy is None else target_accuracy,
+        study, spec = None, StudySpec()
+    if target_accuracy is None:
+        target_accuracy = spec.target_accuracy
+    if target_accuracy is None and study is not None:
+        path = StudyLayout(name, Path(results_root) if results_root else study.layout.root).dir / "calibration.json"
+        if not path.is_file():
+            raise BenchError(f"study {name!r} derives its target accuracy from {path}, which does not exist: run "
+                             f"`python -m bench study calibrate` (or `dvc repro calibrate`) first")
+        target_accuracy = float(json.loads(path.read_text())["target_accuracy"])
+    return (math.nan if target_accuracy is None else target_accuracy,
             spec.budget_s if budget_s is None else budget_s)
+
+
+CALIBRATION_UNSET = ("slow_ranks", "slow_factor", "step_jitter_s")
+"""``sets`` of a study that its calibration run leaves out (a straggler needs more than one worker)."""
+
+
+def calibrate(study: Study) -> dict:
+    """Write results/<study>/calibration.json: the study's target accuracy, fixed before its other runs.
+
+    With a fixed ``target_accuracy`` (params.yaml) that value, and no run. Otherwise one run of ``sync`` at np 1 on
+    the study's profile and ``sets`` (stragglers left out: :data:`CALIBRATION_UNSET`) on its first hardware profile,
+    in results/<study>/calibration/; the target is ``target_fraction`` x its final held-out accuracy (the plateau
+    sync reaches on this workload in this budget of steps). It depends on that run only, never on the runs it
+    judges."""
+    from .launch import run as launch_run
+    from .results import read_json
+
+    layout = study.layout
+    info = {"study": study.name, "target_fraction": study.spec.target_fraction}
+    if study.spec.target_accuracy is not None:
+        info.update(target_accuracy=study.spec.target_accuracy, source="params.yaml (fixed target)")
+        # the stage's output folder exists either way (DVC requires it): it says why it holds no run
+        (layout.dir / "calibration").mkdir(parents=True, exist_ok=True)
+        (layout.dir / "calibration" / "README.txt").write_text(
+            f"No calibration run: study {study.name!r} fixes target_accuracy = {study.spec.target_accuracy:g} in "
+            f"params.yaml.\n")
+    else:
+        sets = {k: v for k, v in {**study.spec.sets, **study.spec.sets_by_algorithm.get("sync", {})}.items()
+                if k not in CALIBRATION_UNSET}
+        hardware = study.hardware[0]
+        sets.update({k: v for k, v in study.spec.sets_by_hardware.get(hardware, {}).items() if k not in CALIBRATION_UNSET})
+        cfg = resolve("sync", np=1, profile=study.profile, hardware=hardware, overrides=sets, study=study.name,
+                      tag="calibration", params_file=study.params_file)
+        run_dir, rc = launch_run(cfg, layout.dir / "calibration", force=True, echo=False)
+        summary = read_json(run_dir / "summary.json") if (run_dir / "summary.json").is_file() else {}
+        plateau = summary.get("final_accuracy")
+        if summary.get("status") != "ok" or plateau is None:
+            raise BenchError(f"calibration run {run_dir} did not finish ({summary.get('status', 'incomplete')}: "
+                             f"{summary.get('reason', 'no summary')}); the study's target cannot be derived")
+        info.update(target_accuracy=study.spec.target_fraction * float(plateau), plateau_accuracy=float(plateau),
+                    source=f"{study.spec.target_fraction:g} x the final held-out accuracy of sync np 1 (calibration run)",
+                    run=str(run_dir.relative_to(layout.dir)), steps=summary.get("steps_per_worker"))
+    write_json_atomic(layout.dir / "calibration.json", info)
+    return info
 
 
 def _tag_value(v: Any) -> str:
@@ -149,12 +219,24 @@ def planned_runs(study: Study, algorithm: str) -> list[RunConfig]:
         return []
     nps = study.spec.np_by_algorithm.get(algorithm, study.spec.np)
     runs = []
-    for hardware, n, (tag, sets) in itertools.product(study.hardware, nps, grid_points(algorithm, study.spec)):
+    # repeat-major: every point's repeat 0, then every point's repeat 1, ... (run in this order)
+    for k, hardware, n, (tag, sets) in itertools.product(range(study.spec.repeats), study.hardware, nps,
+                                                         grid_points(algorithm, study.spec)):
         overrides = {**study.spec.sets, **study.spec.sets_by_algorithm.get(algorithm, {}),
                      **study.spec.sets_by_hardware.get(hardware, {}), **sets}
-        runs.append(resolve(algorithm, np=n, profile=study.profile, hardware=hardware, overrides=overrides,
-                            study=study.name, tag=tag, params_file=study.params_file))
+        cfg = resolve(algorithm, np=n, profile=study.profile, hardware=hardware, overrides=overrides,
+                      study=study.name, tag=repeat_tag(tag, k, study.spec.repeats), params_file=study.params_file)
+        cfg.train.seed += k  # a repeat changes the initialisation and the shard order; split_seed stays
+        cfg.repeat = k
+        runs.append(cfg)
     return runs
+
+
+def repeat_tag(tag: str, repeat: int, repeats: int) -> str:
+    """A run's tag: the grid point's tag, then ``r<k>`` when the study repeats its runs (``repeats`` > 1)."""
+    if repeats <= 1:
+        return tag
+    return f"{tag}-r{repeat}" if tag else f"r{repeat}"
 
 
 def plan(study: Study) -> dict[str, int]:
@@ -299,6 +381,8 @@ def main(args) -> int:
             print(f"[plan] {study.name}/{algorithm}: {n} run(s)")
     elif args.action == "prepare":
         print(f"[prepare] {prepare(study)}")
+    elif args.action == "calibrate":
+        print(f"[calibrate] {calibrate(study)}")
     elif args.action == "publish":
         if not args.to:
             raise BenchError("study publish needs a destination: python -m bench study publish --to docs/results/<study>")
@@ -313,7 +397,7 @@ def main(args) -> int:
 
 def add_parser(sub) -> None:
     s = sub.add_parser("study", help="plan, prepare or run a study of params.yaml (the DVC stages call these)")
-    s.add_argument("action", choices=["plan", "prepare", "run", "publish"])
+    s.add_argument("action", choices=["plan", "prepare", "calibrate", "run", "publish"])
     s.add_argument("algorithm", nargs="?", help="registry key (study run)")
     s.add_argument("--study", help="study of params.yaml (default: its `study`)")
     s.add_argument("--to", help="publish: the folder to copy the study's tables, figures and system description to")

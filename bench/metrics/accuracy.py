@@ -1,10 +1,12 @@
-"""Convergence of the model that matters: time-to-accuracy (DAWNBench / MLPerf style), accuracy after a
-wall-clock budget, and the held-out evaluation points behind ``dvc plots``."""
+"""Convergence of the model that matters: time-to-accuracy (DAWNBench / MLPerf style, interpolated between evaluated
+snapshots, censored at the training time when never reached), accuracy after a wall-clock budget, and the held-out
+evaluation points behind ``dvc plots``."""
 
 from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 
 from ..layout import run_key
@@ -13,12 +15,34 @@ from .selection import KEYS, labels, ok_runs
 
 
 def time_to_accuracy(evals: pd.DataFrame, target: float, by: str = "t") -> float:
-    """First ``by`` (seconds ``t`` or ``epoch``) at which held-out accuracy reaches ``target``; NaN if never."""
-    if evals.empty:
+    """``by`` (seconds ``t`` on the job's common clock, or ``epoch``) at which held-out accuracy reaches ``target``,
+    interpolated linearly between the last evaluation below it and the first at or above it (the evaluations are
+    stamped when the evaluated state existed); the first evaluation's ``by`` when that one already reaches it (no
+    evaluation before it to interpolate from); NaN if never reached (see :func:`time_to_target`: censored)."""
+    if evals.empty or not math.isfinite(target):
         return math.nan
     ev = evals.sort_values(by)
-    hit = ev[ev["accuracy"] >= target]
-    return float(hit[by].iloc[0]) if not hit.empty else math.nan
+    x, acc = ev[by].to_numpy(dtype=float), ev["accuracy"].to_numpy(dtype=float)
+    hits = np.flatnonzero(acc >= target)
+    if not hits.size:
+        return math.nan
+    i = int(hits[0])
+    if i == 0:
+        return float(x[0])
+    return float(x[i - 1] + (target - acc[i - 1]) / (acc[i] - acc[i - 1]) * (x[i] - x[i - 1]))
+
+
+def time_to_target(evals: pd.DataFrame, target: float, train_s: float | None) -> tuple[float, bool]:
+    """(seconds, censored): :func:`time_to_accuracy` in seconds; a run that never reaches ``target`` is censored at
+    its training time (its time to target is > ``train_s``, or > its last evaluation's ``t`` when that is later: a
+    parameter server's final centre can postdate rank 0's end): (that time, True). Censored runs stay in every
+    table."""
+    t = time_to_accuracy(evals, target, "t")
+    if math.isfinite(t):
+        return t, False
+    last = float(evals["t"].max()) if not evals.empty else math.nan
+    bound = max((v for v in (train_s, last) if v is not None and math.isfinite(float(v))), default=math.nan)
+    return float(bound), True
 
 
 def accuracy_after_time(evals: pd.DataFrame, seconds: float) -> float:
@@ -30,12 +54,14 @@ def accuracy_after_time(evals: pd.DataFrame, seconds: float) -> float:
 
 
 def convergence_table(runs: list[Run], target: float, seconds: float) -> pd.DataFrame:
-    """Per ``ok`` run: final held-out accuracy and loss, time and epochs to ``target``, accuracy after ``seconds``."""
+    """Per ``ok`` run: repeat, final held-out accuracy and loss, time (censored at the training time when never
+    reached: ``censored``) and epochs to ``target``, accuracy after ``seconds``."""
     rows = []
     for r in ok_runs(runs):
-        rows.append({**labels(r), "final_accuracy": r.summary.get("final_accuracy"),
+        seconds_to, censored = time_to_target(r.evals, target, r.summary.get("train_s"))
+        rows.append({**labels(r), "repeat": r.config.get("repeat", 0), "final_accuracy": r.summary.get("final_accuracy"),
                      "final_loss": r.summary.get("final_loss"), "wall_s": r.summary.get("wall_s"),
-                     f"seconds_to_{target:g}": time_to_accuracy(r.evals, target, "t"),
+                     "train_s": r.summary.get("train_s"), f"seconds_to_{target:g}": seconds_to, "censored": censored,
                      f"epochs_to_{target:g}": time_to_accuracy(r.evals, target, "epoch"),
                      f"accuracy_after_{seconds:g}s": accuracy_after_time(r.evals, seconds)})
     return pd.DataFrame(rows).sort_values(KEYS, ignore_index=True) if rows else pd.DataFrame(columns=KEYS)

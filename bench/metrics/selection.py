@@ -37,6 +37,14 @@ def frame_keys(df: pd.DataFrame) -> pd.Series:
                      dtype=object)
 
 
+def point(tag: str, repeat: int) -> str:
+    """A run's grid point: its tag without the repeat's ``r<k>`` (bench.study.repeat_tag): what its repeats share."""
+    tag = tag if isinstance(tag, str) else ""
+    if tag == f"r{repeat}":
+        return ""
+    return tag[: -len(f"-r{repeat}")] if tag.endswith(f"-r{repeat}") else tag
+
+
 def timed_steps(steps: pd.DataFrame) -> pd.DataFrame:
     """Step records without the warm-up steps."""
     if steps.empty or "warmup" not in steps:

@@ -1,5 +1,9 @@
 """Temporal efficiency (Hermans 2017): E(a, b) = ∫₀ᵐ f_a(t) dt / ∫₀ᵐ f_b(t) dt, f the workers'
-mini-batch training accuracy over wall-clock time, smoothed over windows (docs/algorithms.md, metrics)."""
+mini-batch training accuracy over wall-clock time, smoothed over windows (docs/algorithms.md, metrics).
+
+The window is a fixed fraction of the runs' length unless given in seconds: T/20 with stride T/100, T the shorter
+run's span of records (:data:`WINDOW_FRACTION`, :data:`STRIDE_FRACTION`), so E is defined for every pair of runs
+with records over a positive span, however short (a fixed 5 s window is longer than a 1 s run)."""
 
 from __future__ import annotations
 
@@ -13,6 +17,9 @@ import pandas as pd
 from .. import BenchError
 from ..results import ResultsError, Run, load_run
 from .selection import key, ok_runs
+
+WINDOW_FRACTION, STRIDE_FRACTION = 1 / 20, 1 / 100
+"""Default window and stride: these fractions of the shorter run's span T."""
 
 
 def window_curve(t, acc, window: float = 5.0, stride: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
@@ -46,9 +53,24 @@ def integrate_to(x: np.ndarray, y: np.ndarray, m: float) -> float:
     return float(np.sum((xs[1:] - xs[:-1]) * (ys[1:] + ys[:-1]) / 2.0))
 
 
-def temporal_efficiency(t_a, acc_a, t_b, acc_b, window: float = 5.0, stride: float = 1.0) -> float:
+def window_for(t_a, t_b, window: float | None = None, stride: float | None = None) -> tuple[float, float]:
+    """(window, stride) in seconds: the given ones, else :data:`WINDOW_FRACTION` and :data:`STRIDE_FRACTION` of T,
+    the shorter of the two runs' spans of records."""
+    if window is None or stride is None:
+        spans = [float(np.max(t) - np.min(t)) if np.size(t) else 0.0 for t in (np.asarray(t_a, float), np.asarray(t_b, float))]
+        span = min(spans)
+        if span <= 0:
+            raise BenchError("temporal efficiency needs records over a positive span of time in both runs")
+        window = span * WINDOW_FRACTION if window is None else window
+        stride = span * STRIDE_FRACTION if stride is None else stride
+    return window, stride
+
+
+def temporal_efficiency(t_a, acc_a, t_b, acc_b, window: float | None = None, stride: float | None = None) -> float:
     """E(a, b) = int_0^m f_a dt / int_0^m f_b dt, f the :func:`window_curve` interpolated piecewise-linearly,
-    m the smaller of the two curves' last window start (no extrapolation). E > 1: a is better."""
+    m the smaller of the two curves' last window start (no extrapolation). E > 1: a is better. ``window`` and
+    ``stride`` in seconds; None: fractions of the shorter run's span (:func:`window_for`)."""
+    window, stride = window_for(t_a, t_b, window, stride)
     xa, ya = window_curve(t_a, acc_a, window, stride)
     xb, yb = window_curve(t_b, acc_b, window, stride)
     m = min(xa[-1], xb[-1])
@@ -75,13 +97,13 @@ def _as_run(run) -> Run:
     return run
 
 
-def temporal_efficiency_runs(run_a, run_b, window: float = 5.0, stride: float = 1.0) -> float:
+def temporal_efficiency_runs(run_a, run_b, window: float | None = None, stride: float | None = None) -> float:
     """E(a, b) of two run directories (or loaded runs) from every worker's mini-batch accuracy records."""
     a, b = _as_run(run_a), _as_run(run_b)
     return temporal_efficiency(a.steps["t"], a.steps["accuracy"], b.steps["t"], b.steps["accuracy"], window, stride)
 
 
-def te_matrix(runs: list[Run], window: float = 5.0, stride: float = 1.0) -> pd.DataFrame:
+def te_matrix(runs: list[Run], window: float | None = None, stride: float | None = None) -> pd.DataFrame:
     """E(row, column) for every ordered pair of ``ok`` runs, indexed by the runs' keys (NaN where undefined)."""
     good = [r for r in ok_runs(runs) if not r.steps.empty]
     keys = [key(r) for r in good]
@@ -95,7 +117,8 @@ def te_matrix(runs: list[Run], window: float = 5.0, stride: float = 1.0) -> pd.D
     return out
 
 
-def te_grid(runs: list[Run], a: str, b: str, param: str, window: float = 5.0, stride: float = 1.0) -> pd.DataFrame:
+def te_grid(runs: list[Run], a: str, b: str, param: str, window: float | None = None,
+            stride: float | None = None) -> pd.DataFrame:
     """E(a, b) for each (hardware, np, ``param``) configuration both algorithms ran (runs matched on hardware, np
     and the value of hyperparameter ``param``, e.g. ``communication_window``). Columns: hardware, np, ``param``,
     E, winner."""

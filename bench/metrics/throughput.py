@@ -8,15 +8,19 @@ when the first step started) and closes when the first worker has taken its last
 which every worker is working, so a worker that finishes its fixed number of steps early (an
 asynchronous method beside a straggler) does not dilute the figure with time it spent idle. The
 samples counted are those of the steps that ended inside the window. The 95% interval is
-mean ± 1.96·std of the same figure over equal sub-windows (up to 10, each holding about 5 or more steps
-of each worker; Horovod's synthetic benchmark reports mean ± 1.96·std over iterations). Never a mean of per-step rates, which overstates
+mean ± 1.96·std of the same figure over equal sub-windows (5 to 10, each holding about 5 or more steps
+of each worker; Horovod's synthetic benchmark reports mean ± 1.96·std over iterations); a window too short
+for 5 sub-windows has no interval (NaN: never one from 2 sub-windows; a study's repeats give the interval
+of record, :mod:`bench.metrics.stats`). Never a mean of per-step rates, which overstates
 algorithms with uneven steps (local SGD's cheap local steps and one slow averaging step).
 
 When that window is empty (a short run in which a fast worker took its last step before a straggler had
-finished its warm-up: an asynchronous method beside a 3x straggler, 12 steps a worker), the figure is the
-sum over workers of each worker's own rate (samples of its steps after its own warm-up ÷ the time from its
-warm-up's end to its last step), with no interval; ``window`` says which definition gave the figure
-(``all-active`` or ``per-worker``).
+finished its warm-up: an asynchronous method beside a 3x straggler, 12 steps a worker), there is no
+aggregate figure: ``throughput`` is NaN (a sum of rates measured over different spans is not a throughput)
+and ``worker_rates`` gives each worker's own rate (samples of its steps after its own warm-up ÷ the time from
+its warm-up's end to its last step); ``window`` says which definition applies (``all-active`` or
+``per-worker``). ``slowest_worker_rate``, the smallest of those rates, is given for every run (a figure that
+exists in both cases, for comparing runs across them).
 
 **Speedup** S(n) = throughput(n) / throughput(1) of the same algorithm, tag and hardware; scaling
 efficiency S(n)/n; and throughput against ``sync`` at the same n, tag and hardware.
@@ -33,9 +37,9 @@ from ..results import Run
 from .selection import KEYS, labels, ok_runs
 
 Z95 = 1.96
-MAX_WINDOWS, STEPS_PER_WINDOW = 10, 5
+MIN_WINDOWS, MAX_WINDOWS, STEPS_PER_WINDOW = 5, 10, 5
 NAN = {"throughput": math.nan, "ci_low": math.nan, "ci_high": math.nan, "window_s": math.nan,
-       "window_samples": 0, "workers": 0, "window": ""}
+       "window_samples": 0, "workers": 0, "window": "", "slowest_worker_rate": math.nan}
 
 
 def timed_window(steps: pd.DataFrame) -> tuple[float, float]:
@@ -58,34 +62,44 @@ def window_throughput(steps: pd.DataFrame, windows: int | None = None) -> dict:
         return per_worker_throughput(steps)
     workers = int(steps["rank"].nunique())
     if windows is None:
-        windows = int(np.clip(len(inside) // (workers * STEPS_PER_WINDOW), 2, MAX_WINDOWS))
+        windows = int(min(len(inside) // (workers * STEPS_PER_WINDOW), MAX_WINDOWS))
+    value = float(inside["samples"].sum()) / span
+    out = {"throughput": value, "ci_low": math.nan, "ci_high": math.nan, "window_s": span,
+           "window_samples": int(inside["samples"].sum()), "workers": workers, "window": "all-active",
+           **_rates(worker_rates(steps))}
+    if windows < MIN_WINDOWS:
+        return out  # too few steps for an interval from sub-windows
     edges = np.linspace(start, end, windows + 1)
     bins = np.clip(np.searchsorted(edges, inside["t"].to_numpy(), side="left") - 1, 0, windows - 1)  # (a, b]
     per = np.bincount(bins, weights=inside["samples"].to_numpy(dtype=float), minlength=windows)
     rates = per / (span / windows)
-    half = Z95 * float(np.std(rates, ddof=1)) if windows > 1 else 0.0
-    value = float(inside["samples"].sum()) / span
-    return {"throughput": value, "ci_low": float(np.mean(rates)) - half, "ci_high": float(np.mean(rates)) + half,
-            "window_s": span, "window_samples": int(inside["samples"].sum()), "workers": workers, "window": "all-active"}
+    half = Z95 * float(np.std(rates, ddof=1))
+    return {**out, "ci_low": float(np.mean(rates)) - half, "ci_high": float(np.mean(rates)) + half}
 
 
-def per_worker_throughput(steps: pd.DataFrame) -> dict:
-    """Σ over workers of samples after the worker's own warm-up ÷ the time from its warm-up's end to its last step
-    (the fallback of :func:`window_throughput` when no span has every worker working)."""
-    workers = int(steps["rank"].nunique())
-    total, samples, longest = 0.0, 0, 0.0
-    for _, g in steps.sort_values("t").groupby("rank"):
+def worker_rates(steps: pd.DataFrame) -> dict[int, float]:
+    """Rank -> that worker's own rate: samples of its steps after its own warm-up ÷ the time from its warm-up's end
+    to its last step (NaN when nothing is left after the warm-up)."""
+    rates = {}
+    for rank, g in steps.sort_values("t").groupby("rank"):
         warm = g["warmup"].fillna(False).astype(bool) if "warmup" in g else pd.Series(False, index=g.index)
         start = float(g.loc[warm, "t"].max()) if warm.any() else float((g["t"] - g["step_s"]).min())
         timed = g[g["t"] > start]
         span = float(g["t"].max()) - start
-        if timed.empty or span <= 0:
-            return {**NAN, "workers": workers}
-        total += float(timed["samples"].sum()) / span
-        samples += int(timed["samples"].sum())
-        longest = max(longest, span)
-    return {**NAN, "throughput": total, "window_s": longest, "window_samples": samples, "workers": workers,
-            "window": "per-worker"}
+        rates[int(rank)] = float(timed["samples"].sum()) / span if not timed.empty and span > 0 else math.nan
+    return rates
+
+
+def per_worker_throughput(steps: pd.DataFrame) -> dict:
+    """The fallback of :func:`window_throughput` when no span has every worker working: no aggregate throughput
+    (NaN), each worker's own rate (``worker_rates``) and the slowest of them."""
+    rates = worker_rates(steps)
+    return {**NAN, "workers": len(rates), "window": "per-worker", **_rates(rates)}
+
+
+def _rates(rates: dict[int, float]) -> dict:
+    finite = [v for v in rates.values() if math.isfinite(v)]
+    return {"worker_rates": rates, "slowest_worker_rate": min(finite) if finite else math.nan}
 
 
 def throughput(run: Run) -> dict:
@@ -95,8 +109,10 @@ def throughput(run: Run) -> dict:
 
 def throughput_table(runs: list[Run]) -> pd.DataFrame:
     """Throughput of every ``ok`` run, one row per run (labels + :func:`throughput`)."""
-    rows = [{**labels(r), **throughput(r)} for r in ok_runs(runs)]
-    cols = [*KEYS, *NAN]
+    rows = [{**labels(r), "repeat": r.config.get("repeat", 0), **throughput(r)} for r in ok_runs(runs)]
+    for row in rows:  # each worker's own rate, as "rank:rate" items
+        row["worker_rates"] = " ".join(f"{k}:{v:.4g}" for k, v in sorted((row.get("worker_rates") or {}).items()))
+    cols = [*KEYS, "repeat", *NAN, "worker_rates"]
     return pd.DataFrame(rows, columns=cols).sort_values(KEYS, ignore_index=True)
 
 

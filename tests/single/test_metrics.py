@@ -10,10 +10,10 @@ import pandas as pd
 import pytest
 
 from bench import BenchError
-from bench.metrics.accuracy import accuracy_after_time, time_to_accuracy
+from bench.metrics.accuracy import accuracy_after_time, convergence_table, time_to_accuracy, time_to_target
 from bench.metrics.selection import status_table
-from bench.metrics.temporal import integrate_to, temporal_efficiency, window_curve
-from bench.metrics.throughput import speedup_table, throughput, window_throughput
+from bench.metrics.temporal import integrate_to, temporal_efficiency, window_curve, window_for
+from bench.metrics.throughput import speedup_table, throughput, window_throughput, worker_rates
 from bench.metrics.timesplit import time_split
 from bench.results import Run
 
@@ -77,15 +77,26 @@ def test_interpolates_across_skipped_windows_and_ignores_time_origin():
     assert e == pytest.approx(0.5)
 
 
-def test_default_window_five_seconds_stride_one():
+def test_window_of_five_seconds_stride_one():
     # records every 0.5 s with accuracy 1 before t=5 and 0 from t=5 on, 20 s long
     t = np.arange(0.0, 20.0, 0.5)
     a = (t < 5).astype(float)
-    starts, y = window_curve(t, a)
+    starts, y = window_curve(t, a, window=5.0, stride=1.0)
     assert starts[:7].tolist() == [0, 1, 2, 3, 4, 5, 6]
     assert y[:7] == pytest.approx([1.0, 0.8, 0.6, 0.4, 0.2, 0.0, 0.0])
     # against a constant 1: int_0^19 f_a = 0.5 (0..1) + ... trapezoids of 1,.8,.6,.4,.2,0 = 2.5
-    assert temporal_efficiency(t, a, t, np.ones_like(t)) == pytest.approx(2.5 / 19.0)
+    assert temporal_efficiency(t, a, t, np.ones_like(t), window=5.0, stride=1.0) == pytest.approx(2.5 / 19.0)
+
+
+def test_default_window_is_a_fraction_of_the_shorter_run_so_short_runs_have_a_value():
+    t = np.arange(0.0, 20.0, 0.5)  # span 19.5 s
+    a = (t < 5).astype(float)
+    assert window_for(t, t) == pytest.approx((19.5 / 20, 19.5 / 100))
+    assert temporal_efficiency(t, a, t, np.ones_like(t)) == pytest.approx(
+        temporal_efficiency(t, a, t, np.ones_like(t), window=19.5 / 20, stride=19.5 / 100))
+    # two runs of under a second (what a fixed 5 s window leaves undefined): defined, a better than b
+    short = np.linspace(0.0, 0.8, 17)
+    assert temporal_efficiency(short, np.full(17, 0.9), short * 1.2, np.full(17, 0.3)) == pytest.approx(3.0)
 
 
 def test_invalid_window_and_too_short_runs_are_errors():
@@ -138,18 +149,23 @@ def test_throughput_falls_back_to_per_worker_rates_when_no_span_has_every_worker
     # the fast worker (10 steps of 0.1 s after a 1 s warm-up) is done at 2 s; the straggler's warm-up ends at 2.5 s
     tp = window_throughput(pd.DataFrame(worker_steps(0, 1.0, 0.1, 10) + worker_steps(1, 2.5, 0.3, 10)))
     assert tp["window"] == "per-worker"
-    assert tp["throughput"] == pytest.approx(10 / 0.1 + 10 / 0.3)  # each worker's own rate, summed
-    assert tp["window_samples"] == 200 and math.isnan(tp["ci_low"])
+    # no aggregate over different spans: each worker's own rate, and the slowest
+    assert math.isnan(tp["throughput"]) and math.isnan(tp["ci_low"])
+    assert tp["worker_rates"] == pytest.approx({0: 10 / 0.1, 1: 10 / 0.3})
+    assert tp["slowest_worker_rate"] == pytest.approx(10 / 0.3)
     # with overlap the all-active window is used
     overlapping = worker_steps(0, 1.0, 0.1, 10) + worker_steps(1, 1.5, 0.3, 10)
     assert window_throughput(pd.DataFrame(overlapping))["window"] == "all-active"
 
 
-def test_throughput_of_a_run_with_interval():
-    r = make_run(np_=2, step_s=(0.1, 0.1, 0.1, 0.1))
+def test_throughput_of_a_run_with_interval_only_from_five_or_more_sub_windows():
+    r = make_run(np_=2, step_s=(0.1,) * 25)  # 25 timed steps a worker: 5 sub-windows of 5 steps
     tp = throughput(r)
     assert tp["throughput"] == pytest.approx(2 * 10 / 0.1) and tp["workers"] == 2
     assert tp["ci_low"] <= tp["throughput"] <= tp["ci_high"]
+    assert tp["slowest_worker_rate"] == pytest.approx(10 / 0.1) and worker_rates(r.steps) == pytest.approx({0: 100.0, 1: 100.0})
+    short = throughput(make_run(np_=2, step_s=(0.1, 0.1, 0.1, 0.1)))  # room for 2 sub-windows only: no interval
+    assert short["throughput"] == pytest.approx(2 * 10 / 0.1) and math.isnan(short["ci_low"]) and math.isnan(short["ci_high"])
 
 
 def test_speedup_efficiency_and_against_sync():
@@ -176,10 +192,23 @@ def test_time_split_shares_and_failed_runs_left_out_but_listed():
     assert st.loc["ddp", "status"] == "failed" and "RuntimeError" in st.loc["ddp", "reason"]
 
 
-def test_time_to_accuracy_and_accuracy_after_time():
+def test_time_to_accuracy_is_interpolated_and_a_run_that_never_reaches_it_is_censored():
     ev = pd.DataFrame({"t": [1.0, 2.0, 3.0, 4.0], "epoch": [0.5, 1.0, 1.5, 2.0], "accuracy": [0.2, 0.6, 0.5, 0.9]})
-    assert time_to_accuracy(ev, 0.55) == 2.0
-    assert time_to_accuracy(ev, 0.55, by="epoch") == 1.0
+    assert time_to_accuracy(ev, 0.5) == pytest.approx(1.75)  # 0.2 at 1 s, 0.6 at 2 s: 3/4 of the way
+    assert time_to_accuracy(ev, 0.5, by="epoch") == pytest.approx(0.875)
+    assert time_to_accuracy(ev, 0.1) == 1.0  # the first evaluation already reaches it
     assert time_to_accuracy(ev, 0.95) != time_to_accuracy(ev, 0.95)   # NaN: never reached
+    assert time_to_target(ev, 0.5, train_s=4.5) == (pytest.approx(1.75), False)
+    assert time_to_target(ev, 0.95, train_s=4.5) == (4.5, True)  # censored: > its training time
     assert accuracy_after_time(ev, 3.5) == 0.5
     assert math.isnan(accuracy_after_time(ev, 0.5))
+
+
+def test_a_censored_run_stays_in_the_convergence_table():
+    reached, never = make_run("sync"), make_run("ddp")
+    reached.evals = pd.DataFrame({"t": [1.0, 2.0], "epoch": [0.5, 1.0], "accuracy": [0.4, 0.8]})
+    never.evals = pd.DataFrame({"t": [1.0, 2.0], "epoch": [0.5, 1.0], "accuracy": [0.3, 0.5]})
+    reached.summary["train_s"], never.summary["train_s"] = 2.5, 3.0
+    conv = convergence_table([reached, never], 0.6, 10.0).set_index("algorithm")
+    assert conv.loc["sync", "seconds_to_0.6"] == pytest.approx(1.5) and not conv.loc["sync", "censored"]
+    assert conv.loc["ddp", "seconds_to_0.6"] == 3.0 and conv.loc["ddp", "censored"]

@@ -1,0 +1,211 @@
+"""The seed papers' claims as rules declared before the runs (:data:`RULES`), and their verdicts from a study's cells.
+
+A :class:`Rule` names the cells it applies to (straggler, links, a condition on the reference's communication share
+or staleness), the metric, the algorithms it is about (``subjects``) and what they are compared with
+(``references``), the direction (every effect is a paired ratio oriented so that > 1 favours the subject,
+:func:`bench.metrics.stats.paired_ratio`) and the threshold the effect must exceed (1: better; 0.95: at most 5 %
+worse), with an optional ceiling (what the mechanism can give at most: overlapping communication with compute gains
+at most 1/max(s, 1-s) for communication share s).
+
+A claim's **tests** are its (subject, reference, cell) combinations present in the study, each a paired ratio over
+the cell's repeats (a time to target where a run never reached the target is a bound, not a value:
+:func:`bench.metrics.stats.censored_ratio` lets such a test contradict but not support, or the reverse). Per test, the one-sided bootstrap p-values of "effect > threshold" and of "effect < threshold"
+are Holm-corrected across the claim's tests (:func:`bench.metrics.stats.holm`, family-wise level 0.025 each side,
+matching the 95 % two-sided interval). A test **supports** the claim when its Holm-adjusted p of "effect >
+threshold" is below 0.025 (and, with a ceiling, its interval does not lie above the ceiling), **contradicts** it when
+that of "effect < threshold" is. Verdict: ``reproduced`` when every test supports it, ``not reproduced`` when any
+test contradicts it, ``inconclusive`` otherwise, and ``not testable here`` when the study has none of its cells, or
+fewer than 3 repeats in them (no interval: the default study, one run per cell, says so instead of a verdict).
+``claims.csv`` gives per claim the effect, interval and n of the deciding test (the weakest support, or the strongest
+contradiction), the rule and the verdict, with every test in ``evidence``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from .stats import HIGHER_IS_BETTER, MIN_N, censored_ratio, holm, paired_ratio
+
+ALPHA = 0.025
+"""Family-wise level of each one-sided Holm family (support, contradiction)."""
+VERDICTS = ("reproduced", "not reproduced", "inconclusive", "not testable here")
+COLUMNS = ["source", "claim", "effect", "ci_low", "ci_high", "n", "rule", "verdict", "tests", "evidence"]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One seed claim, pre-registered: which cells, which metric, which direction, which threshold / ceiling."""
+
+    source: str
+    claim: str
+    subjects: tuple[str, ...]
+    """Algorithms the claim is about (every one must support it)."""
+    references: tuple[str, ...]
+    """Algorithms they are compared with in the same cell, paired on the repeat."""
+    metric: str
+    """A column of the regimes cells (``throughput``, ``time_to_target_s``, ``final_accuracy``) or
+    ``straggler_pace`` (the run's throughput over the same algorithm's without the straggler, same repeat)."""
+    threshold: float = 1.0
+    """The paired ratio (> 1 favours the subject) must exceed this."""
+    straggler: str = "all"
+    """Cells: ``none`` (no straggler), ``any`` (with a straggler) or ``all``."""
+    links: tuple[str, ...] = ()
+    """Cells on these links only (empty: every link)."""
+    comm_share: tuple[float, float] | None = None
+    """Cells where the reference's median communication share lies in this range."""
+    min_reference_staleness: float | None = None
+    """Cells where the reference's median mean staleness is at least this."""
+    overlap_ceiling: bool = False
+    """The effect cannot exceed 1/max(s, 1-s), s the reference's communication share (overlap hides at most the
+    smaller of communication and compute); a test whose interval lies above it is flagged, not counted as support."""
+
+    def text(self) -> str:
+        """The rule in words (the ``rule`` column of claims.csv)."""
+        better = "higher" if HIGHER_IS_BETTER.get(self.metric, True) else "lower"
+        where = {"none": "without a straggler", "any": "with a straggler", "all": "in every regime"}[self.straggler]
+        parts = [f"{' and '.join(self.subjects)} vs {' and '.join(self.references)}: paired ratio of {self.metric} "
+                 f"({better} is better) > {self.threshold:g}, {where}"]
+        if self.links:
+            parts.append(f"links {', '.join(self.links)}")
+        if self.comm_share:
+            parts.append(f"reference's comm share in [{self.comm_share[0]:g}, {self.comm_share[1]:g}]")
+        if self.min_reference_staleness is not None:
+            parts.append(f"reference's mean staleness >= {self.min_reference_staleness:g}")
+        if self.overlap_ceiling:
+            parts.append("ceiling 1/max(s, 1-s)")
+        return "; ".join(parts) + f"; Holm across the tests, {MIN_N}+ repeats"
+
+
+SLOW_LINKS = ("10gbit", "1gbit", "100mbit")
+PS = ("downpour", "agn", "adag", "dynsgd")
+
+RULES: tuple[Rule, ...] = (
+    Rule("Vishnu et al. 2017", "delayed and layer-wise asynchronous allreduce beat sync when communication is "
+         "comparable to compute (up to 1.7x on their hardware)", ("delayed", "layerwise"), ("sync",), "throughput",
+         straggler="none", comm_share=(0.25, 0.75), overlap_ceiling=True),
+    Rule("LASGD, 2022", "LASGD trains faster than synchronous SGD and than gossip (SGP, AD-PSGD)", ("lasgd",),
+         ("sync", "sgp", "adpsgd"), "time_to_target_s"),
+    Rule("Assran et al. 2019", "SGP beats allreduce SGD on a slow (10 GbE-class) network", ("sgp",), ("sync",),
+         "time_to_target_s", straggler="none", links=SLOW_LINKS),
+    Rule("Hermans 2017; Paine et al. 2013", "asynchronous parameter-server methods keep their pace beside a straggler "
+         "where synchronous methods slow to it", PS, ("sync",), "straggler_pace", straggler="any"),
+    Rule("Hermans 2017", "AGN and ADAG hold accuracy as staleness grows where DOWNPOUR degrades", ("agn", "adag"),
+         ("downpour",), "final_accuracy", min_reference_staleness=2.0),
+    Rule("Viviani et al. 2019", "FAST (neighbour gradient exchange, best-worker restarts) keeps accuracy while avoiding "
+         "global synchronisation", ("fast",), ("sync",), "final_accuracy", threshold=0.95),
+)
+"""Every seed claim, declared once, before the runs."""
+
+CELL = ["hardware", "link", "straggler", "np", "point"]
+"""What makes a cell, beside the algorithm (a regimes cells table's columns; ``point``: the grid tag without the
+repeat)."""
+
+
+def with_straggler_pace(cells: pd.DataFrame) -> pd.DataFrame:
+    """Add ``straggler_pace``: a run's throughput over that of the same algorithm, hardware, workers and repeat
+    without a straggler (NaN for runs without one, or without that partner)."""
+    df = cells.copy()
+    if df.empty:
+        df["straggler_pace"] = []
+        return df
+    calm = df[df["straggler"] == "none"].groupby(["algorithm", "hardware", "np", "repeat"])["throughput"].median()
+    base = [calm.get((a, h, n, k), math.nan) for a, h, n, k in zip(df["algorithm"], df["hardware"], df["np"], df["repeat"])]
+    df["straggler_pace"] = np.where(df["straggler"] != "none", df["throughput"] / np.asarray(base, dtype=float), math.nan)
+    return df
+
+
+def _cell_ok(rule: Rule, cell: dict, ref: pd.DataFrame) -> bool:
+    if rule.straggler == "none" and cell["straggler"] != "none":
+        return False
+    if rule.straggler == "any" and cell["straggler"] == "none":
+        return False
+    if rule.links and cell["link"] not in rule.links:
+        return False
+    if rule.comm_share is not None:
+        s = float(ref["comm_share"].median()) if "comm_share" in ref else math.nan
+        if not (math.isfinite(s) and rule.comm_share[0] <= s <= rule.comm_share[1]):
+            return False
+    if rule.min_reference_staleness is not None:
+        tau = float(ref["mean_staleness"].median()) if "mean_staleness" in ref else math.nan
+        if not (math.isfinite(tau) and tau >= rule.min_reference_staleness):
+            return False
+    return True
+
+
+def tests(rule: Rule, cells: pd.DataFrame) -> pd.DataFrame:
+    """The rule's tests in ``cells`` (a regimes cells table with ``repeat`` and ``point``): one row per subject,
+    reference and cell with the paired ratio, n, the ceiling where it applies and Holm-adjusted p-values."""
+    cols = [*CELL, "subject", "reference", "effect", "ci_low", "ci_high", "n", "ceiling", "p_support", "p_contradict"]
+    if cells.empty:
+        return pd.DataFrame(columns=cols)
+    df = with_straggler_pace(cells) if rule.metric == "straggler_pace" else cells
+    rows = []
+    for keys, g in df.groupby(CELL, sort=True, dropna=False):
+        cell = dict(zip(CELL, keys))
+        for reference in rule.references:
+            ref = g[g["algorithm"] == reference]
+            if ref.empty or not _cell_ok(rule, cell, ref):
+                continue
+            s = float(ref["comm_share"].median()) if "comm_share" in ref else math.nan
+            ceiling = 1.0 / max(s, 1.0 - s) if rule.overlap_ceiling and math.isfinite(s) else math.nan
+            for subject in rule.subjects:
+                sub = g[g["algorithm"] == subject]
+                if sub.empty:
+                    continue
+                both = sub.merge(ref, on="repeat", suffixes=("", "_ref"))
+                r = censored_ratio(both, rule.metric, rule.threshold) if rule.metric == "time_to_target_s" else \
+                    paired_ratio(both[rule.metric], both[f"{rule.metric}_ref"], HIGHER_IS_BETTER.get(rule.metric, True),
+                                 rule.threshold)
+                rows.append({**cell, "subject": subject, "reference": reference, "effect": r["effect"],
+                             "ci_low": r["ci_low"], "ci_high": r["ci_high"], "n": r["n"], "ceiling": ceiling,
+                             "p_support": r["p_above"], "p_contradict": r["p_below"]})
+    out = pd.DataFrame(rows, columns=cols)
+    if not out.empty:
+        out["p_support"] = holm(out["p_support"])
+        out["p_contradict"] = holm(out["p_contradict"])
+    return out
+
+
+def _fmt(v: float, spec: str = ".2f") -> str:
+    return "n/a" if v is None or not math.isfinite(float(v)) else format(float(v), spec)
+
+
+def verdict(rule: Rule, cells: pd.DataFrame) -> dict:
+    """One row of claims.csv: the rule's verdict from its tests in ``cells`` (module docstring)."""
+    t = tests(rule, cells)
+    row = {"source": rule.source, "claim": rule.claim, "effect": math.nan, "ci_low": math.nan, "ci_high": math.nan,
+           "n": 0, "rule": rule.text(), "tests": len(t)}
+    if t.empty:
+        return {**row, "verdict": "not testable here",
+                "evidence": f"the study has no cell of this rule ({', '.join(rule.subjects)} beside "
+                            f"{', '.join(rule.references)} where the rule applies)"}
+    lines = [f"{r.subject} vs {r.reference} at {r.link}/{r.straggler}/np{r.np}{'/' + r.point if r.point else ''}: "
+             f"x{_fmt(r.effect)} [{_fmt(r.ci_low)}, {_fmt(r.ci_high)}], n={r.n}"
+             + (f", ceiling {_fmt(r.ceiling)}" if math.isfinite(r.ceiling) else "") for r in t.itertuples()]
+    if (t["n"] < MIN_N).any():
+        worst = t.loc[t["n"].idxmin()]
+        return {**row, "effect": worst["effect"], "n": int(worst["n"]), "verdict": "not testable here",
+                "evidence": f"fewer than {MIN_N} repeats in {int((t['n'] < MIN_N).sum())} of {len(t)} tests (no "
+                            f"interval; set the study's repeats): " + "; ".join(lines)}
+    above_ceiling = t["ci_low"] > t["ceiling"]  # NaN ceiling: False
+    support = (t["p_support"] < ALPHA) & ~above_ceiling
+    contradict = t["p_contradict"] < ALPHA
+    if contradict.any():
+        decide, v = t[contradict].loc[lambda d: d["effect"].idxmin()], "not reproduced"
+    else:
+        decide = t.loc[t["effect"].idxmin()]
+        v = "reproduced" if support.all() else "inconclusive"
+    notes = f"; {int(above_ceiling.sum())} test(s) above the ceiling (measurement suspect)" if above_ceiling.any() else ""
+    return {**row, "effect": decide["effect"], "ci_low": decide["ci_low"], "ci_high": decide["ci_high"],
+            "n": int(decide["n"]), "verdict": v,
+            "evidence": f"{int(support.sum())} of {len(t)} tests support, {int(contradict.sum())} contradict "
+                        f"(Holm){notes}: " + "; ".join(lines)}
+
+
+def claims(cells: pd.DataFrame, rules: tuple[Rule, ...] = RULES) -> pd.DataFrame:
+    """claims.csv: one row per rule (:data:`COLUMNS`)."""
+    return pd.DataFrame([verdict(rule, cells) for rule in rules], columns=COLUMNS)

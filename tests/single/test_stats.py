@@ -1,0 +1,221 @@
+"""bench.metrics.stats and bench.metrics.claims on figures whose answer is known, and a study's repeats (single
+process: the plan, the data split and the model initialisation of its repeats)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from bench import BenchError
+from bench.metrics import claims, stats
+from bench.metrics.regimes import cell_table, summary, versus_sync, winners
+from bench.results import Run
+
+
+def make_run(algorithm: str, step_s: float, steps: int, repeat: int) -> Run:
+    """An in-memory run of repeat ``repeat``: 2 workers, a 1 s warm-up step, then ``steps`` steps of ``step_s``
+    (10 samples each)."""
+    rows = []
+    for rank in range(2):
+        t = 1.0
+        rows.append(dict(rank=rank, step=1, t=t, samples=10, step_s=1.0, comm_s=0.0, wait_s=0.0, warmup=True))
+        for i in range(steps):
+            t += step_s
+            rows.append(dict(rank=rank, step=i + 2, t=t, samples=10, step_s=step_s, comm_s=0.0, wait_s=0.0, warmup=False))
+    config = {"algorithm": algorithm, "launch": {"np": 2, "hardware": "local"}, "study": "s", "tag": f"r{repeat}",
+              "repeat": repeat, "train": {}}
+    return Run(Path(f"/x/{algorithm}-r{repeat}"), config, {}, {"status": "ok", "train_s": 2.0}, pd.DataFrame(rows),
+               pd.DataFrame())
+
+
+def noisy(rng, n, centre, sd=0.02):
+    return centre * np.exp(rng.normal(0.0, sd, n))
+
+
+def test_bootstrap_interval_of_a_paired_ratio_covers_the_known_ratio():
+    rng = np.random.default_rng(1)
+    base = noisy(rng, 8, 100.0, sd=0.3)  # repeats differ a lot from each other...
+    r = stats.paired_ratio(base * noisy(rng, 8, 1.5, sd=0.05), base)  # ...the pairing removes it
+    assert r["n"] == 8 and r["ci_low"] < 1.5 < r["ci_high"] and r["ci_high"] - r["ci_low"] < 0.15
+    assert r["outcome"] == "faster" and r["effect"] == pytest.approx(1.5, rel=0.05)
+    assert r["sign_p"] == pytest.approx(2 * 0.5**8)  # every ratio above 1: the exact sign test's smallest p
+    # a time is better when smaller: the ratio is the reference's over the algorithm's
+    t = stats.paired_ratio(base / 2, base, higher_is_better=False)
+    assert t["effect"] == pytest.approx(2.0) and t["outcome"] == "faster"
+
+
+def test_identical_runs_are_inconclusive_and_a_2x_effect_with_small_noise_is_faster():
+    rng = np.random.default_rng(2)
+    runs = noisy(rng, 5, 50.0, sd=0.1)
+    same = stats.paired_ratio(runs, runs.copy())
+    assert same["effect"] == pytest.approx(1.0) and same["outcome"] == "inconclusive"
+    assert same["ci_low"] <= 1.0 <= same["ci_high"]
+    double = stats.paired_ratio(2 * runs * noisy(rng, 5, 1.0), runs)
+    assert double["outcome"] == "faster" and double["ci_low"] > 1.8
+    assert stats.paired_ratio(runs, 2 * runs)["outcome"] == "slower"
+
+
+def test_fewer_than_three_repeats_have_no_interval():
+    for values in ([1.0], [1.0, 2.0]):
+        d = stats.describe(values)
+        assert math.isnan(d["ci_low"]) and math.isnan(d["ci_high"]) and d["n"] == len(values)
+        assert stats.paired_ratio(values, [1.0] * len(values))["outcome"] == "inconclusive"
+    d = stats.describe([1.0, 2.0, 3.0, 100.0, np.nan])
+    assert d["n"] == 4 and d["median"] == 2.5 and d["olympic_mean"] == 2.5
+    assert d["ci_low"] <= d["median"] <= d["ci_high"]
+
+
+def test_holm_adjusts_step_down_and_keeps_order():
+    # m = 4: 0.01*4, 0.02*3, 0.03*2 -> 0.06, 0.04*1 -> max(0.06, 0.04)
+    assert stats.holm([0.03, 0.01, 0.04, 0.02]).tolist() == pytest.approx([0.06, 0.04, 0.06, 0.06])
+    out = stats.holm([0.5, np.nan, 0.001])
+    assert out[0] == pytest.approx(0.5) and math.isnan(out[1]) and out[2] == pytest.approx(0.002)
+
+
+# ----------------------------------------------------------------------------- cells, claims
+
+
+def cells_frame(effects: dict[str, float], repeats: int, sd: float = 0.02, link: str = "100mbit", seed: int = 3,
+                comm_share: float = 0.5) -> pd.DataFrame:
+    """Cells of a regime: sync's throughput ~100 per repeat (varying between repeats), each algorithm's x effect."""
+    rng = np.random.default_rng(seed)
+    base = noisy(rng, repeats, 100.0, sd=0.2)
+    rows = []
+    for algo, effect in {"sync": 1.0, **effects}.items():
+        tp = base * effect * (noisy(rng, repeats, 1.0, sd) if algo != "sync" else 1.0)
+        for k in range(repeats):
+            rows.append({"hardware": f"emu-{link}", "study": "s", "algorithm": algo, "np": 4, "tag": f"r{k}",
+                         "repeat": k, "point": "", "link": link, "straggler": "none", "throughput": tp[k],
+                         "slowest_worker_rate": tp[k] / 4, "throughput_window": "all-active",
+                         "comm_share": comm_share, "time_to_target_s": 1000.0 / tp[k], "censored": False,
+                         "final_accuracy": 0.9, "mean_staleness": math.nan, "regime": f"{link}, no straggler"})
+    return pd.DataFrame(rows)
+
+
+def by_source(table: pd.DataFrame, source: str) -> pd.Series:
+    return table.set_index("source").loc[source]
+
+
+def test_claims_reproduced_inconclusive_not_reproduced_and_not_testable():
+    table = claims.claims(cells_frame({"delayed": 1.3, "layerwise": 1.25, "sgp": 2.0}, repeats=5))
+    assert list(table.columns) == claims.COLUMNS and len(table) == len(claims.RULES)
+    vishnu = by_source(table, "Vishnu et al. 2017")
+    assert vishnu["verdict"] == "reproduced" and vishnu["n"] == 5 and vishnu["tests"] == 2
+    assert vishnu["ci_low"] > 1.0 and vishnu["effect"] == pytest.approx(1.25, rel=0.05)  # the weaker of the two
+    assert by_source(table, "Assran et al. 2019")["verdict"] == "reproduced"  # sgp at 2x on a slow link, by time
+    assert by_source(table, "LASGD, 2022")["verdict"] == "not testable here"  # lasgd did not run
+    # one subject no better than sync (identical figures): not every test supports -> inconclusive
+    same = claims.claims(cells_frame({"delayed": 1.3, "layerwise": 1.0}, repeats=5, sd=0.0))
+    assert by_source(same, "Vishnu et al. 2017")["verdict"] == "inconclusive"
+    # one subject clearly slower: contradicted
+    worse = claims.claims(cells_frame({"delayed": 1.3, "layerwise": 0.6}, repeats=5))
+    assert by_source(worse, "Vishnu et al. 2017")["verdict"] == "not reproduced"
+    assert by_source(worse, "Vishnu et al. 2017")["effect"] == pytest.approx(0.6, rel=0.05)
+    # a single run per cell (the default study): no verdict on degenerate cells
+    single = claims.claims(cells_frame({"delayed": 1.3, "layerwise": 1.25}, repeats=1))
+    assert by_source(single, "Vishnu et al. 2017")["verdict"] == "not testable here"
+    assert "fewer than 3 repeats" in by_source(single, "Vishnu et al. 2017")["evidence"]
+    # communication not comparable to compute: the rule's cells do not exist
+    dominated = claims.claims(cells_frame({"delayed": 1.3, "layerwise": 1.25}, repeats=5, comm_share=0.95))
+    assert by_source(dominated, "Vishnu et al. 2017")["verdict"] == "not testable here"
+
+
+def test_overlap_gain_above_its_ceiling_is_not_counted_as_support():
+    # comm share 0.5: overlap gains at most 1/max(0.5, 0.5) = 2; a 3x "gain" is a measurement problem
+    table = claims.claims(cells_frame({"delayed": 3.0, "layerwise": 3.0}, repeats=5))
+    row = by_source(table, "Vishnu et al. 2017")
+    assert row["verdict"] == "inconclusive" and "above the ceiling" in row["evidence"]
+
+
+def test_cells_of_repeats_are_paired_summarised_and_censored_runs_kept():
+    runs = []
+    for k in range(3):
+        for algo, step in (("sync", 0.1), ("ddp", 0.05)):
+            r = make_run(algo, step, 6, k)
+            reached = algo == "ddp"
+            r.evals = pd.DataFrame({"t": [0.5, 1.0], "epoch": [0.5, 1.0], "accuracy": [0.2, 0.9 if reached else 0.4]})
+            runs.append(r)
+    cells = cell_table(runs, target=0.55, budget_s=10.0)
+    assert len(cells) == 6 and set(cells["repeat"]) == {0, 1, 2} and set(cells["point"]) == {""}
+    sync = cells[cells["algorithm"] == "sync"]
+    assert sync["censored"].all() and (sync["time_to_target_s"] == 2.0).all()  # kept at its training time
+    assert cells.loc[cells["algorithm"] == "ddp", "speedup_vs_sync"].tolist() == pytest.approx([2.0] * 3)
+    s = summary(cells).set_index(["algorithm", "metric"])
+    assert s.loc[("ddp", "throughput"), "n"] == 3 and s.loc[("sync", "time_to_target_s"), "censored"] == 3
+    v = versus_sync(cells).set_index("metric")
+    # the ratio is exactly 2 in every repeat: a point interval, which excludes 1
+    assert v.loc["throughput", "outcome"] == "faster" and v.loc["throughput", "n"] == 3
+    assert v.loc["throughput", "effect"] == pytest.approx(2.0) and v.loc["throughput", "ci_low"] == pytest.approx(2.0)
+    assert v.loc["time_to_target_s", "outcome"] == "faster"  # sync censored at 2 s, ddp at 0.5 + 0.35/0.7 * 0.5 s
+    best = winners(cells).iloc[0]
+    assert best["highest_throughput"] == "ddp" and best["first_to_target"] == "ddp" and best["repeats"] == 3
+
+
+# ----------------------------------------------------------------------------- repeats of a study
+
+
+@pytest.fixture
+def params_file(tmp_path):
+    from bench.resolve import params_path
+
+    text = params_path().read_text().replace("studies:\n", "studies:\n  rep:\n    profile: tiny\n    algorithms: [sync]\n"
+                                             "    np: [1, 2]\n    repeats: 3\n    sets: {max_steps: 5}\n", 1)
+    path = tmp_path / "params.yaml"
+    path.write_text(text)
+    (tmp_path / "pipelines").symlink_to(params_path().resolve().parent / "pipelines")
+    return path
+
+
+def test_repeats_share_the_split_differ_in_initialisation_and_are_planned_repeat_major(params_file):
+    from bench.data import Shard, load_dataset
+    from bench.models import build_model
+    from bench.study import load_study, planned_runs
+
+    study = load_study("rep", params_file)
+    runs = planned_runs(study, "sync")
+    assert [(c.repeat, c.launch.np, c.tag) for c in runs] == [(0, 1, "r0"), (0, 2, "r0"), (1, 1, "r1"), (1, 2, "r1"),
+                                                              (2, 1, "r2"), (2, 2, "r2")]
+    first, second = runs[0].train, runs[2].train
+    assert second.seed == first.seed + 1 and second.split_seed == first.split_seed
+    a, b = load_dataset(first), load_dataset(second)
+    assert torch.equal(a.x_test, b.x_test) and torch.equal(a.y_train, b.y_train)  # the same split
+    ma, mb = build_model(first, a.input_shape, a.num_classes), build_model(second, b.input_shape, b.num_classes)
+    assert not torch.equal(next(ma.parameters()), next(mb.parameters()))  # another initialisation
+    sa, sb = Shard(a, 2, 0, 16, first.seed), Shard(b, 2, 0, 16, second.seed)
+    assert not np.array_equal(sa.order(0), sb.order(0))  # another shard order
+
+
+def test_repeats_must_be_positive(params_file):
+    from bench.study import load_study
+
+    params_file.write_text(params_file.read_text().replace("repeats: 3", "repeats: 0"))
+    with pytest.raises(BenchError, match="repeats must be >= 1, got 0"):
+        load_study("rep", params_file)
+
+
+def test_a_censored_time_to_target_bounds_the_comparison_one_way_only():
+    """A run that never reached the target has only a lower bound for its time: against a reference that reached it
+    sooner it may be ``slower`` but never ``faster``, even when its bound is short; a pair censored on both sides is
+    left out; a censored reference can be beaten but not lost to."""
+    from bench.metrics.stats import censored_ratio
+
+    def pairs(alg, ref, alg_c, ref_c):
+        return pd.DataFrame({"repeat": range(len(alg)), "time_to_target_s": alg, "time_to_target_s_ref": ref,
+                             "censored": alg_c, "censored_ref": ref_c})
+
+    # the algorithm's runs were cut short at 1 s (censored) while sync needed 4 s: its bound looks 4x faster
+    r = censored_ratio(pairs([1.0, 1.01, 0.99, 1.0], [4.0, 4.1, 3.9, 4.0], [True] * 4, [False] * 4))
+    assert r["ci_low"] > 1 and r["outcome"] == "inconclusive" and math.isnan(r["p_above"])
+    # censored at 8 s where sync reached the target at 4 s: slower, whatever the true time
+    r = censored_ratio(pairs([8.0, 8.1, 7.9, 8.0], [4.0, 4.1, 3.9, 4.0], [True] * 4, [False] * 4))
+    assert r["outcome"] == "slower" and r["p_below"] < 0.05
+    # sync censored at 8 s, the algorithm reached the target at 2 s: faster
+    assert censored_ratio(pairs([2.0, 2.1, 1.9, 2.0], [8.0] * 4, [False] * 4, [True] * 4))["outcome"] == "faster"
+    # both censored in every repeat: nothing to compare
+    r = censored_ratio(pairs([2.0] * 4, [8.0] * 4, [True] * 4, [True] * 4))
+    assert r["n"] == 0 and r["outcome"] == "inconclusive"
