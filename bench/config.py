@@ -13,6 +13,7 @@ module and the algorithm registry; this module imports neither.
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -60,7 +61,11 @@ class TrainConfig:
     weight_decay: float = 0.0
     """L2 weight decay of the local optimizer."""
     seed: int = 0
-    """Seed of the model initialisation, data split and shuffling."""
+    """Seed of the model initialisation, the shard order and the per-epoch shuffling (a study's repeat k runs with
+    ``seed + k``: :class:`bench.study.StudySpec` ``repeats``)."""
+    split_seed: int = 0
+    """Seed of the train/held-out split (and of synthetic data): the same for every repeat of a study, so repeats
+    differ in initialisation and shard order, never in the data they are scored on."""
     warmup_steps: int = 5
     """Steps per worker excluded from throughput figures (their records carry warmup=true)."""
     eval_every: int = 50
@@ -79,7 +84,8 @@ class TrainConfig:
     """Stragglers: worker indices (0..np-1) whose compute takes ``slow_factor`` times as long."""
     slow_factor: float = 1.0
     """>= 1: a straggler's compute is stretched to this many times the compute measured in each of its steps
-    (the loop sleeps (slow_factor - 1) x that compute right after the step), for every algorithm alike."""
+    (the loop sleeps (slow_factor - 1) x that compute right after the step), for every algorithm alike; with the
+    launch setting ``slow_mode: cpu`` its emulated host gets 1/slow_factor of the others' CPU share instead."""
     step_jitter_s: float = 0.0
     """Mean (seconds) of a seeded exponential delay added after every step of every worker (0: none)."""
 
@@ -119,7 +125,7 @@ HOROVOD_DEFAULTS = {"cycle_time_ms": 1.0, "fusion_threshold_bytes": 128 * 1024 *
 class HorovodSettings:
     """Horovod's run-time settings of a job (a hardware profile's ``horovod:`` block; ``--set horovod.KEY=VALUE``).
 
-    Each (but ``wait_sleep_us``, the suite's own way of waiting) becomes one ``HOROVOD_*`` environment variable of
+    Each (but ``wait_sleep_us`` and ``wait_spin_us``, the suite's own way of waiting) becomes one ``HOROVOD_*`` environment variable of
     the job's processes, read once by ``hvd.init()``;
     ``None`` sets nothing (Horovod's default, :data:`HOROVOD_DEFAULTS`, or whatever the launching shell sets).
     The values each hardware profile uses and the measurements that chose them: ``docs/horovod.md``; the job's
@@ -143,8 +149,13 @@ class HorovodSettings:
     wait_sleep_us: float | None = None
     """How the training thread waits for a collective (the suite's, not a Horovod variable): ``None`` waits in
     Horovod's ``synchronize``, which spins (poll, release the GIL, ``sched_yield``) and keeps a core busy;
-    a number polls the handle with sleeps of that many microseconds between polls, leaving the core to
-    Horovod's background thread and the other ranks (``docs/horovod.md``)."""
+    a number waits adaptively (``bench.comm.Comm.wait_sleeping``): polls without sleeping for ``wait_spin_us``,
+    then sleeps between polls, the first sleep short and each one twice the last up to this many microseconds,
+    leaving the core to Horovod's background thread and the other ranks (``docs/horovod.md``)."""
+    wait_spin_us: float | None = None
+    """With ``wait_sleep_us``: microseconds a wait polls (yielding the core between polls, never sleeping) before
+    it starts to sleep, so that a collective that is nearly done costs no sleep. ``None``: 0 (the first sleep at
+    once)."""
 
     ENV = {"cycle_time_ms": "HOROVOD_CYCLE_TIME", "fusion_threshold_bytes": "HOROVOD_FUSION_THRESHOLD",
            "cache_capacity": "HOROVOD_CACHE_CAPACITY", "autotune": "HOROVOD_AUTOTUNE",
@@ -170,6 +181,11 @@ class HorovodSettings:
                 raise BenchError(f"horovod.{name} must be >= 0, got {value!r}")
         if self.wait_sleep_us is not None and not 0 < self.wait_sleep_us <= 10_000:
             raise BenchError(f"horovod.wait_sleep_us must be in (0, 10000] microseconds, got {self.wait_sleep_us!r}")
+        if self.wait_spin_us is not None and not 0 <= self.wait_spin_us <= 10_000:
+            raise BenchError(f"horovod.wait_spin_us must be in [0, 10000] microseconds, got {self.wait_spin_us!r}")
+        if self.wait_spin_us and self.wait_sleep_us is None:
+            raise BenchError(f"horovod.wait_spin_us={self.wait_spin_us!r} is the first phase of the sleeping wait: "
+                             f"set horovod.wait_sleep_us too (or leave both unset for Horovod's spinning wait)")
         if self.thread_affinity and not all(c.strip().isdigit() for c in self.thread_affinity.split(",")):
             raise BenchError(f"horovod.thread_affinity must be comma-separated core numbers (one per local rank), "
                              f"got {self.thread_affinity!r}")
@@ -210,7 +226,19 @@ class LaunchConfig:
     """Rate of every emulated host's link, both directions (``100mbit``, ``1gbit``, ``10gbit``; "": unshaped).
     Bandwidth only: latency is not emulated (this kernel has no netem)."""
     emulated_cpu: dict[int, float] = field(default_factory=dict)
-    """Emulated host index -> its share of one core (cgroup cpu quota), to make a host slower."""
+    """Emulated host index -> its share of one core (cgroup cpu quota), to make a host slower; wins over
+    ``cpu_per_host`` for the hosts it names."""
+    cpu_per_host: float = 0.0
+    """> 0: every emulated host the run uses, the parameter server's included, runs inside this many cores (a cgroup
+    v1 ``cpu`` quota on everything its sshd starts: the rank, Horovod's background thread, gloo's threads), so that
+    hosts do not take CPU from each other; 0: unlimited. The same share for every run of a profile, whatever its host
+    count (so that algorithms with and without a server host are compared on the same devices): a run whose hosts
+    together would need more cores than the machine has is refused. Recorded in system.json (``network.cpu``)."""
+    slow_mode: Literal["sleep", "cpu"] = "sleep"
+    """How a straggler (``slow_ranks``, ``slow_factor``) is made: ``sleep``: its loop sleeps (slow_factor - 1) x the
+    compute of each step (any hardware); ``cpu``: its emulated host gets ``cpu_per_host / slow_factor`` cores, a slower
+    device whose slowness also applies to its communication threads (an emulated cluster with ``cpu_per_host`` > 0
+    and one rank per host)."""
     horovod: HorovodSettings = field(default_factory=HorovodSettings)
     """Horovod's run-time settings (cycle time, fusion, response cache, ...; :class:`HorovodSettings`): the hardware
     profile's ``horovod:`` block, one key overridden by ``--set horovod.cycle_time_ms=0.5``. Unset keys keep
@@ -225,9 +253,17 @@ class LaunchConfig:
                              f"{self.emulated_slots}")
         if self.emulated_hosts and (self.hosts or self.hostfile):
             raise BenchError("an emulated cluster (emulated_hosts > 0) makes its own hostfile: leave hosts and hostfile empty")
-        if not self.emulated_hosts and (self.link or self.emulated_cpu):
-            raise BenchError(f"link and emulated_cpu describe an emulated cluster: set emulated_hosts > 0 "
-                             f"(link={self.link!r}, emulated_cpu={self.emulated_cpu!r})")
+        if not self.emulated_hosts and (self.link or self.emulated_cpu or self.cpu_per_host):
+            raise BenchError(f"link, emulated_cpu and cpu_per_host describe an emulated cluster: set emulated_hosts > 0 "
+                             f"(link={self.link!r}, emulated_cpu={self.emulated_cpu!r}, cpu_per_host={self.cpu_per_host!r})")
+        cores = os.cpu_count() or 1
+        if not 0 <= self.cpu_per_host <= cores:
+            raise BenchError(f"cpu_per_host must be in [0, {cores}] cores (0: unlimited), got {self.cpu_per_host!r}")
+        if self.slow_mode == "cpu" and not (self.emulated_hosts and self.cpu_per_host > 0 and self.emulated_slots == 1):
+            raise BenchError(f"slow_mode 'cpu' makes a straggler's emulated host slower: it needs emulated_hosts > 0, "
+                             f"cpu_per_host > 0 and emulated_slots 1 (got emulated_hosts={self.emulated_hosts}, "
+                             f"cpu_per_host={self.cpu_per_host!r}, emulated_slots={self.emulated_slots}); valid "
+                             f"slow_mode: cpu (on such a cluster), sleep")
 
 
 @dataclass
@@ -245,7 +281,9 @@ class RunConfig:
     study: str = "adhoc"
     """Study the run belongs to (names ``results/<study>/``)."""
     tag: str = ""
-    """Suffix of the run's name (a study's grid point)."""
+    """Suffix of the run's name (a study's grid point, then ``r<k>`` for repeat k when the study repeats its runs)."""
+    repeat: int = 0
+    """Repeat index of the run in its study (0..repeats-1; :class:`bench.study.StudySpec` ``repeats``)."""
     schema_version: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict:

@@ -3,8 +3,12 @@
 Each host's sshd is started inside its host's group, so every session and rank process it
 forks inherits the group: ``--cpu 1=0.5`` makes everything host 1 runs share half a core. Every
 host gets a group (unlimited, quota -1, unless given a share) so that ``ensure`` can change shares
-in place without restarting sshd. Without the v1 ``cpu`` controller (e.g. a cgroup-v2-only
-system) hosts get no group and asking for a share is an error.
+in place without restarting sshd. A host with a share also gets a high ``cpu.shares`` weight, so that
+the processes outside the cluster (the launcher) cannot take its share from it: the hardware profiles'
+``cpu_per_host`` gives every host the same share, and while the shares add up to less than the
+machine's cores each host computes as fast whatever the others do (``python -m bench.perf isolation``).
+Without the v1 ``cpu`` controller (e.g. a cgroup-v2-only system) hosts get no group and asking for a
+share is an error.
 """
 
 from __future__ import annotations
@@ -37,8 +41,16 @@ def create(i: int) -> str:
     return str(path)
 
 
+DEFAULT_WEIGHT = 1024
+"""``cpu.shares`` of an unlimited host (the kernel's default: the weight of one ordinary process)."""
+LIMITED_WEIGHT = 16 * DEFAULT_WEIGHT
+"""``cpu.shares`` of a host with a share: under contention the scheduler serves it before the processes outside the
+emulated cluster (the launcher, a shell), so its quota is a guarantee as well as a cap while the hosts' shares add up
+to less than the machine's cores (:func:`bench.cluster.spec.check_total`)."""
+
+
 def set_share(path: str, share: float | None) -> None:
-    """Limit the group to ``share`` of one core (None: unlimited)."""
+    """Limit the group to ``share`` of one core (None: unlimited), and weigh it so that it gets that share."""
     if not path:
         if share is not None:
             require()
@@ -47,9 +59,11 @@ def set_share(path: str, share: float | None) -> None:
     (p / "cpu.cfs_period_us").write_text(f"{CFS_PERIOD_US}\n")
     quota = -1 if share is None else max(1000, round(share * CFS_PERIOD_US))
     (p / "cpu.cfs_quota_us").write_text(f"{quota}\n")
+    (p / "cpu.shares").write_text(f"{DEFAULT_WEIGHT if share is None else LIMITED_WEIGHT}\n")
 
 
 def share_of(path: str) -> float | None:
+    """The group's share of a core as its quota reads back (None: unlimited or no group)."""
     if not path or not Path(path).exists():
         return None
     quota = int((Path(path) / "cpu.cfs_quota_us").read_text())

@@ -67,6 +67,40 @@ def cgroup_path(i: int) -> Path:
     return CGROUP_ROOT / netns_name(i)
 
 
+MIN_SHARE = 1000 / CFS_PERIOD_US
+"""The smallest share of a core a host can get: the kernel's smallest quota (1 ms) per period."""
+
+
+def host_shares(hosts: int, cpu_per_host: float, explicit: dict[int, float] | None = None,
+                slow: dict[int, float] | None = None) -> dict[int, float]:
+    """Host index -> cores for hosts ``0..hosts-1``: ``cpu_per_host`` each (none when 0: unlimited), divided by the
+    factor of each host in ``slow`` (a slower device), then ``explicit`` on top for the hosts it names."""
+    shares = {i: cpu_per_host for i in range(hosts)} if cpu_per_host > 0 else {}
+    for i, factor in (slow or {}).items():
+        if i in shares:
+            shares[i] = shares[i] / factor
+    shares.update(explicit or {})
+    return shares
+
+
+def check_total(shares: dict[int, float], used: int, cores: int | None = None) -> None:
+    """BenchError if a share is below :data:`MIN_SHARE`, or if the first ``used`` hosts' shares add up to more than
+    this machine's cores: those hosts could not all get their share at once, and a host's speed would depend on
+    what the others do."""
+    cores = cores or os.cpu_count() or 1
+    small = {i: s for i, s in shares.items() if s < MIN_SHARE}
+    if small:
+        i = min(small)
+        raise BenchError(f"emulated host {i} would get {small[i]:g} cores, below the smallest share {MIN_SHARE:g} "
+                         f"(1 ms per {CFS_PERIOD_US // 1000} ms period): raise cpu_per_host or lower slow_factor")
+    total = sum(s for i, s in shares.items() if i < used)
+    if total > cores + 1e-9:
+        each = ", ".join(f"{shares[i]:g}" for i in sorted(shares) if i < used)
+        raise BenchError(f"the {used} emulated host(s) this run uses need {total:g} cores in all ({each}), more than "
+                         f"the {cores} of this machine: lower cpu_per_host (at most {cores / used:.3g} for {used} "
+                         f"hosts) or the number of processes")
+
+
 _RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(kbit|mbit|gbit)\s*$", re.IGNORECASE)
 _UNIT = {"kbit": 1e3, "mbit": 1e6, "gbit": 1e9}
 
@@ -118,8 +152,9 @@ class Spec:
                 host = int(host)
             if not isinstance(host, int) or not 0 <= host < self.hosts:
                 raise BenchError(f"--cpu names host {host!r}; hosts are 0..{self.hosts - 1}")
-            if not isinstance(share, (int, float)) or not 0 < share <= (os.cpu_count() or 1):
-                raise BenchError(f"--cpu share of host {host} must be in (0, {os.cpu_count()}] cores, got {share!r}")
+            if not isinstance(share, (int, float)) or not MIN_SHARE <= share <= (os.cpu_count() or 1):
+                raise BenchError(f"--cpu share of host {host} must be in [{MIN_SHARE:g}, {os.cpu_count()}] cores, "
+                                 f"got {share!r}")
             cpu[host] = float(share)
         return Spec(self.hosts, self.slots, normalize_rate(self.link), cpu)
 
