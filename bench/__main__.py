@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
-from . import run_command
+from . import BenchError, run_command
 from .algorithms import get_algorithm, names
 
 
@@ -41,7 +42,8 @@ def cmd_run(args) -> int:
         from .results import read_json
 
         s = read_json(run_dir / "summary.json")
-        print(f"[bench] ok: {s.get('throughput', 0):.1f} samples/s, final held-out accuracy "
+        tp = s.get("throughput")  # None: no span with every worker working (bench.metrics.throughput)
+        print(f"[bench] ok: {f'{tp:.1f} samples/s' if tp is not None else 'no all-workers throughput window'}, final held-out accuracy "
               f"{s.get('final_accuracy')}, wall {s.get('wall_s', 0):.1f} s ({run_dir})", file=sys.stderr)
     return rc
 
@@ -49,6 +51,10 @@ def cmd_run(args) -> int:
 def cmd_te(args) -> int:
     from .metrics.temporal import temporal_efficiency_runs
 
+    for name in ("window", "stride"):
+        value = getattr(args, name)
+        if value is not None and not (math.isfinite(value) and value > 0):
+            raise BenchError(f"--{name} must be a positive number of seconds, got {value!r}")
     value = temporal_efficiency_runs(args.run_a, args.run_b, window=args.window, stride=args.stride)
     print(f"{value:.6f}")
     return 0
@@ -61,7 +67,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("run", help="launch one benchmark run under horovodrun and write its run directory")
     r.add_argument("algorithm", help="registry key (see `python -m bench list`)")
-    r.add_argument("--np", type=int, default=1, help="number of workers (parameter servers are added on top)")
+    r.add_argument("--np", type=int, help="number of workers (parameter servers are added on top; default 1, or "
+                   "--set np=N)")
     r.add_argument("--profile", help="training profile from params.yaml (default: its `profile`)")
     r.add_argument("--hardware", help="hardware profile from pipelines/hardware/ (default: local)")
     r.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a setting or hyperparameter (repeatable)")
@@ -82,8 +89,10 @@ def build_parser() -> argparse.ArgumentParser:
     t = sub.add_parser("te", help="temporal efficiency E(a, b) of run A against run B (Hermans 2017)")
     t.add_argument("run_a")
     t.add_argument("run_b")
-    t.add_argument("--window", type=float, default=5.0, help="averaging window in seconds (default 5)")
-    t.add_argument("--stride", type=float, default=1.0, help="window stride in seconds (default 1)")
+    t.add_argument("--window", type=float, default=None,
+                   help="averaging window in seconds (default: 1/20 of the shorter run's span of records)")
+    t.add_argument("--stride", type=float, default=None,
+                   help="window stride in seconds (default: 1/100 of the shorter run's span of records)")
     t.set_defaults(func=cmd_te)
 
     from .cluster.cli import add_parser as add_cluster

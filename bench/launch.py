@@ -13,13 +13,23 @@ timeout, Ctrl-C, or SIGTERM / SIGHUP to the launcher (what Slurm and DVC send wh
 kills every descendant of horovodrun found at that moment, then marks the run failed with the reason.
 Should the launcher itself die without cleaning up (SIGKILL), every rank on this machine watches it
 (``BENCH_LAUNCHER_PID``) and ends itself, marking the run failed.
+
+A run directory has one owner at a time: :class:`RunLock` (an exclusive ``flock`` on ``<run dir>/.lock``,
+which names the holder's pid, host and command) is held by the launcher from ``prepare`` to the end of the
+job (``run``, ``run_many``); a second writer (another ``bench run``, ``--force``, a study's ``run@`` stage)
+is refused with a :class:`bench.BenchError` naming the holder. ``--force`` replaces only a run directory
+(one holding this suite's ``config.json``) that nobody holds; anything else is refused. While a job runs
+on the emulated cluster, the cluster is recorded as in use by it (:func:`cluster_held`).
 """
 
 from __future__ import annotations
 
 import collections
 import contextlib
+import fcntl
+import json
 import os
+import socket
 import re
 import shutil
 import signal
@@ -33,7 +43,7 @@ from . import BenchError
 from .algorithms import get_algorithm
 from .config import RunConfig
 from .layout import REPO_ROOT, default_run_dir
-from .results import mark_failed, read_json, write_json_atomic
+from .results import ResultsError, mark_failed, read_json, write_json_atomic
 from .system import collect, horovodrun_path
 
 
@@ -50,11 +60,53 @@ def emulated_cluster(cfg: RunConfig) -> dict | None:
         return None
     from . import cluster
 
+    from .system import emulated_cpu
+
     servers = processes(cfg) - launch.np
-    needed = -(-launch.np // launch.emulated_slots) + servers
-    state = cluster.ensure(cluster.Spec(max(launch.emulated_hosts, needed), launch.emulated_slots, launch.link,
-                                        dict(launch.emulated_cpu)))
-    return cluster.launch_settings(state, processes(cfg), server_host=servers > 0)
+    hosts = max(launch.emulated_hosts, emulated_hosts_used(cfg))
+    state = cluster.ensure(cluster.Spec(hosts, launch.emulated_slots, launch.link, host_shares(cfg)))
+    settings = cluster.launch_settings(state, processes(cfg), server_host=servers > 0)
+    settings["cpu"] = emulated_cpu(state, settings["hosts"], launch)
+    return settings
+
+
+def emulated_hosts_used(cfg: RunConfig) -> int:
+    """Emulated hosts the run's processes occupy: its workers' (``emulated_slots`` each), then one per server rank."""
+    servers = processes(cfg) - cfg.launch.np
+    return -(-cfg.launch.np // cfg.launch.emulated_slots) + servers
+
+
+def host_shares(cfg: RunConfig) -> dict[int, float]:
+    """Emulated host index -> its CPU share (cores) for the run: ``cpu_per_host`` for every host of the cluster, a
+    ``slow_mode: cpu`` straggler's host (worker i runs on host i: one slot per host) divided by ``slow_factor``,
+    then ``emulated_cpu``; {} when the run is not on an emulated cluster or sets no share. BenchError (before
+    anything is written, :func:`bench.resolve.validate`) if the hosts the run uses need more cores than there are."""
+    from .cluster.spec import check_total
+    from .cluster.spec import host_shares as shares_of
+
+    launch = cfg.launch
+    if not launch.emulated_hosts:
+        return {}
+    used = emulated_hosts_used(cfg)
+    cpu_mode = launch.slow_mode == "cpu" and cfg.train.slow_factor > 1
+    slow = {r: cfg.train.slow_factor for r in cfg.train.slow_ranks} if cpu_mode else {}
+    shares = shares_of(max(launch.emulated_hosts, used), launch.cpu_per_host, dict(launch.emulated_cpu), slow)
+    check_total(shares, used)
+    return shares
+
+
+@contextlib.contextmanager
+def cluster_held(cfgs: list[RunConfig], run_dirs: list[Path]):
+    """While the block runs, the emulated cluster (if any of ``cfgs`` uses one) is recorded as used by this
+    process, so that no other job reshapes, rebuilds or tears it down under it (``bench.cluster.in_use``)."""
+    if not any(c.launch.emulated_hosts for c in cfgs):
+        yield
+        return
+    from . import cluster
+
+    more = " ..." if len(run_dirs) > 3 else ""
+    with cluster.in_use(f"bench run into {', '.join(str(d) for d in run_dirs[:3])}{more}"):
+        yield
 
 
 def horovodrun_command(cfg: RunConfig, config_path: Path | list[Path], emulated: dict | None = None) -> list[str]:
@@ -83,7 +135,7 @@ def network(cfg: RunConfig, emulated: dict | None) -> dict:
     if emulated is None:
         return {"emulated": False, "interface": cfg.launch.network_interface or None}
     return {"emulated": True, "link": emulated["link"] or "unshaped", "latency_emulated": False,
-            "interface": emulated["network_interface"], "hosts_by_rank": emulated["hosts"],
+            "interface": emulated["network_interface"], "hosts_by_rank": emulated["hosts"], "cpu": emulated.get("cpu"),
             "note": "network namespaces on one machine; bandwidth shaped with tbf, latency not emulated"}
 
 
@@ -110,28 +162,185 @@ def horovod_record(cfg: RunConfig, job_env: dict) -> dict:
         effective[name] = env[var] if var in env else f"{HOROVOD_DEFAULTS[name]} (Horovod default)"
     wait = cfg.launch.horovod.wait_sleep_us
     effective["wait_sleep_us"] = wait if wait is not None else "none (Horovod's spinning synchronize)"
+    if wait is not None:
+        effective["wait_spin_us"] = cfg.launch.horovod.wait_spin_us or 0
     return {"settings": settings, "effective": effective, "env": env}
 
 
-def prepare(cfg: RunConfig, out: Path, force: bool = False, planned: Path | None = None) -> Path:
+LOCK_NAME = ".lock"
+
+
+def is_run_dir(path: Path) -> bool:
+    """True if ``path`` holds this suite's ``config.json`` (a mapping with a ``schema_version``)."""
+    try:
+        config = read_json(Path(path) / "config.json")
+    except (OSError, ResultsError, UnicodeDecodeError):
+        return False
+    return isinstance(config, dict) and "schema_version" in config
+
+
+class RunLock:
+    """The exclusive ownership of a run directory: ``flock`` on ``<dir>/.lock`` (which names the holder), taken
+    without waiting; released (and the lock file removed) by :meth:`release`, or by the kernel when the holder dies."""
+
+    def __init__(self, run_dir: Path):
+        self.dir = Path(run_dir)
+        self.path = self.dir / LOCK_NAME
+        self.fd: int | None = None
+        self.created: Path | None = None  # the topmost folder acquire() created (None: the directory existed)
+        self.discarded = False
+        self.cleared = False  # what the directory holds was written since it was claimed
+
+    def acquire(self) -> "RunLock":
+        """Take the lock, or raise BenchError naming the holder. Creates the directory (and its parents)."""
+        missing = [d for d in (self.dir, *self.dir.parents) if not d.exists()]
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            self.created = missing[-1] if missing else None
+        except OSError as e:  # a parent is a file, no permission, read-only file system
+            raise BenchError(f"cannot create run directory {str(self.dir)!r}: {e.strerror}") from None
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                raise self.in_use() from None
+            try:
+                same = os.fstat(fd).st_ino == os.stat(self.path).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
+            os.close(fd)  # the holder released (and removed) the file just now: lock the new one
+        argv = list(sys.argv)
+        if argv and argv[0].endswith(os.path.join("bench", "__main__.py")):
+            argv[0] = "python -m bench"
+        me = {"pid": os.getpid(), "host": socket.gethostname(), "command": " ".join(argv), "since": time.time()}
+        os.ftruncate(fd, 0)
+        os.write(fd, json.dumps(me).encode())
+        self.fd = fd
+        return self
+
+    def check_free(self) -> None:
+        """BenchError naming the holder if a live process holds the lock (creates nothing)."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except OSError:
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise self.in_use() from None
+        finally:
+            os.close(fd)
+
+    def in_use(self) -> BenchError:
+        """The error of a second writer, naming the holder."""
+        return BenchError(f"run directory {str(self.dir)!r} is in use by {self.holder()}; wait for it to end, "
+                          f"or use --tag/--out for a new one")
+
+    def holder(self) -> str:
+        """Who holds the lock, as its file says (pid, host, command)."""
+        try:
+            h = json.loads(self.path.read_text() or "{}")
+            return f"pid {h['pid']} on {h['host']} ({h['command']!r})"
+        except (OSError, ValueError, KeyError, TypeError):
+            return "another process"
+
+    def clear(self) -> None:
+        """Empty the directory (all but the lock file): what it holds from now on is this holder's."""
+        for p in self.dir.iterdir():
+            if p.name != LOCK_NAME:
+                shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
+        self.cleared = True
+
+    def discard(self) -> None:
+        """Remove what this holder wrote into the directory (if it was emptied or created when claimed), and on
+        release the folders :meth:`acquire` created: a run that failed before it started leaves nothing behind."""
+        if self.cleared or self.created is not None:
+            self.clear()
+        self.discarded = True
+
+    def release(self) -> None:
+        """Remove the lock file and let go (the file goes first, so that nobody locks a file on its way out)."""
+        if self.fd is not None:
+            with contextlib.suppress(FileNotFoundError):
+                self.path.unlink()
+            os.close(self.fd)
+            self.fd = None
+            if self.discarded and self.created is not None:
+                for d in (self.dir, *self.dir.parents):
+                    with contextlib.suppress(OSError):
+                        d.rmdir()  # only empty folders go
+                    if d == self.created:
+                        break
+
+    def __enter__(self) -> "RunLock":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
+def claim(out: Path, force: bool = False, clear: bool = True) -> RunLock:
+    """Own run directory ``out``: refuse a file, a run directory another process holds (naming it), an existing
+    directory without ``force``, and with ``force`` one that is not a run directory (no config.json of this
+    suite); with ``force``, empty an unheld run directory (keeping the lock; ``clear=False``: the caller will call
+    :meth:`RunLock.clear`). Returns the held :class:`RunLock`. Nothing is created in a directory that is refused."""
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise BenchError(f"run directory {str(out)!r} is a file, not a directory; give --out a directory")
+
+    def check(lock: RunLock | None) -> list[Path]:
+        held = [p for p in out.iterdir() if p.name != LOCK_NAME] if out.is_dir() else []
+        if held and lock is None:
+            RunLock(out).check_free()
+        if held and not force:
+            raise BenchError(f"run directory {str(out)!r} already exists; pass --force to replace it, or --tag/--out "
+                             f"for a new one")
+        if held and not is_run_dir(out):
+            raise BenchError(f"--force replaces only a run directory, and {str(out)!r} is not one (no config.json of "
+                             f"this suite): refusing to delete it; give --out a new or empty directory")
+        return held
+
+    check(None)
+    lock = RunLock(out).acquire()
+    try:
+        check(lock)
+        if clear:
+            lock.clear()
+    except BaseException:
+        lock.discarded = lock.created is not None  # folders made for a refused run go again
+        lock.release()
+        raise
+    return lock
+
+
+def prepare(cfg: RunConfig, out: Path, force: bool = False, planned: Path | None = None,
+            lock: RunLock | None = None) -> Path:
     """Create the run directory with config.json and system.json. ``planned``: a config file written by the
-    study plan for ``cfg``, copied byte for byte (what the plan wrote is what runs)."""
+    study plan for ``cfg``, copied byte for byte (what the plan wrote is what runs). ``lock``: the directory's
+    lock, already held by the caller (:func:`claim`, which applied ``force``); without it the directory is
+    claimed for the time of this call."""
     out = Path(out).resolve()
-    if out.exists() and any(out.iterdir()):
-        if not force:
-            raise BenchError(f"run directory {str(out)!r} already exists; pass --force to replace it, or --tag/--out for a new one")
-        shutil.rmtree(out)
-    out.mkdir(parents=True, exist_ok=True)
+    if lock is None:
+        with claim(out, force) as own:
+            return prepare(cfg, out, force, planned, own)
     config_path = out / "config.json"
-    if planned is not None:
-        shutil.copyfile(planned, config_path)
-    else:
-        write_json_atomic(config_path, cfg.to_dict())
-    emulated = emulated_cluster(cfg)
-    system = collect(horovodrun_command(cfg, config_path, emulated))
-    system["network"] = network(cfg, emulated)
-    system["horovod_settings"] = horovod_record(cfg, horovod_environment(cfg))  # execute() records what the job got
-    write_json_atomic(out / "system.json", system)
+    try:
+        emulated = emulated_cluster(cfg)
+        if planned is not None:
+            shutil.copyfile(planned, config_path)
+        else:
+            write_json_atomic(config_path, cfg.to_dict())
+        system = collect(horovodrun_command(cfg, config_path, emulated))
+        system["network"] = network(cfg, emulated)
+        system["horovod_settings"] = horovod_record(cfg, horovod_environment(cfg))  # execute() records what the job got
+        write_json_atomic(out / "system.json", system)
+    except BaseException:
+        lock.discard()  # no half-prepared run directory stays
+        raise
     return out
 
 
@@ -191,7 +400,7 @@ def execute(cfg: RunConfig, run_dir: Path, echo: bool = True, env: dict | None =
 
 def same_job(a: RunConfig, b: RunConfig) -> bool:
     """True if runs ``a`` and ``b`` can share one horovodrun job (same launch settings and processes)."""
-    return a.launch == b.launch and processes(a) == processes(b)
+    return a.launch == b.launch and processes(a) == processes(b) and host_shares(a) == host_shares(b)
 
 
 def execute_many(cfgs: list[RunConfig], run_dirs: list[Path], echo: bool = True, env: dict | None = None) -> list[int]:
@@ -204,8 +413,14 @@ def execute_many(cfgs: list[RunConfig], run_dirs: list[Path], echo: bool = True,
     for c in cfgs[1:]:
         if not same_job(cfgs[0], c):
             raise BenchError(f"runs {cfgs[0].algorithm} and {c.algorithm} differ in launch settings: one job cannot run both")
-    cfg = cfgs[0]
     run_dirs = [Path(d).resolve() for d in run_dirs]
+    with cluster_held(cfgs, run_dirs):
+        return _execute_job(cfgs, run_dirs, echo, env)
+
+
+def _execute_job(cfgs: list[RunConfig], run_dirs: list[Path], echo: bool, env: dict | None) -> list[int]:
+    """:func:`execute_many` once its arguments are checked (and the emulated cluster, if any, is held)."""
+    cfg = cfgs[0]
     configs = [d / "config.json" for d in run_dirs]
     emulated = emulated_cluster(cfg)
     cmd = horovodrun_command(cfg, configs, emulated)
@@ -268,7 +483,7 @@ def execute_many(cfgs: list[RunConfig], run_dirs: list[Path], echo: bool = True,
         if why is None:
             why = "job ended without an ok summary"
         mark_failed(run_dir, why, root_cause=cancelled, exit_code=rc, wall_s=time.time() - t0)
-        _name_killed_rank(run_dir, tail)
+        _name_killed_rank(run_dir, tail, over_ssh=emulated is not None or bool(cfg.launch.hostfile or cfg.launch.hosts))
         print(f"[bench] run FAILED: {read_json(summary_path).get('reason')} ({run_dir})", file=sys.stderr)
         codes.append(1)
     return codes
@@ -289,18 +504,36 @@ class _Tee:
             f.flush()
 
 
-def _name_killed_rank(run_dir: Path, tail) -> None:
-    """A rank killed by a signal cannot write its own reason, and its peers then fail with
+SSH_FAILED = 255  # ssh's own exit code: the connection or the remote side failed (not 128 + a signal)
+
+
+def lost_rank_reason(code: int, over_ssh: bool) -> str | None:
+    """Why a rank whose process ended with exit ``code`` (as horovodrun reports it) is gone, or None when the code
+    says no more than an ordinary failure. Over ssh, 255 is ssh's own failure (the connection dropped, the host or
+    its sshd went away, or the remote process was killed), never 128 + a signal; locally 129..128+NSIG is a signal."""
+    if over_ssh and code == SSH_FAILED:
+        return (f"lost over ssh (ssh exit code {code}: the connection to the rank's host failed or the remote process "
+                f"was killed)")
+    if 128 < code < 128 + signal.NSIG:
+        return f"killed by signal {code - 128} (exit code {code})"
+    return None
+
+
+def _name_killed_rank(run_dir: Path, tail, over_ssh: bool = False) -> None:
+    """A rank killed by a signal (or lost over ssh) cannot write its own reason, and its peers then fail with
     secondary errors (e.g. "Horovod has been shut down"): when horovodrun reports that the first
-    process to fail was killed, put that rank first in the reason."""
+    process to fail was killed or lost, put that rank first in the reason."""
     text = "\n".join(tail)
     m = re.search(r"first process to do so was:\s*Process name: (\d+)\s*Exit code: (\d+)", text)
-    if not m or int(m.group(2)) <= 128:
+    if not m:
         return
     rank, code = int(m.group(1)), int(m.group(2))
+    why = lost_rank_reason(code, over_ssh)
+    if why is None:
+        return
     summary = read_json(run_dir / "summary.json")
     if not str(summary.get("reason", "")).startswith(f"rank {rank}:"):
-        summary["reason"] = f"rank {rank}: killed by signal {code - 128} (exit code {code}); then: {summary.get('reason', '')}"
+        summary["reason"] = f"rank {rank}: {why}; then: {summary.get('reason', '')}"
         summary["failed_rank"] = rank
         write_json_atomic(run_dir / "summary.json", summary)
 
@@ -341,8 +574,19 @@ def _running(config_path: Path) -> list:
 
 def run(cfg: RunConfig, out: Path | None = None, force: bool = False, echo: bool = True, env: dict | None = None,
         planned: Path | None = None) -> tuple[Path, int]:
-    run_dir = prepare(cfg, out or default_run_dir(cfg), force=force, planned=planned)
-    return run_dir, execute(cfg, run_dir, echo=echo, env=env)
+    """Prepare and execute one run, owning its directory (:class:`RunLock`) and the emulated cluster, if it uses
+    one, from the first file written to the end of the job."""
+    out = Path(out or default_run_dir(cfg)).resolve()
+    from .cluster.slurm import check_allocation
+    check_allocation([cfg])  # a Slurm profile: inside an allocation holding every process, before anything is written
+    with claim(out, force) as lock, contextlib.ExitStack() as held:
+        try:
+            held.enter_context(cluster_held([cfg], [out]))
+        except BaseException:
+            lock.discard()  # the cluster is in use: nothing of this run stays
+            raise
+        run_dir = prepare(cfg, out, planned=planned, lock=lock)
+        return run_dir, execute(cfg, run_dir, echo=echo, env=env)
 
 
 def jobs(cfgs: list[RunConfig], max_runs: int = 0) -> list[list[int]]:
@@ -363,13 +607,31 @@ def run_many(items: list[tuple[RunConfig, Path | None, Path | None]], force: boo
     """Prepare and run ``items`` (cfg, run directory or None, planned config or None), consecutive runs with the same
     launch settings as one job (:func:`execute_many`); returns (run directory, code) per item, in order."""
     cfgs = [c for c, _, _ in items]
-    dirs = [prepare(c, out or default_run_dir(c), force=force, planned=planned) for c, out, planned in items]
-    codes: list[int] = [1] * len(items)
-    groups = jobs(cfgs, max_runs_per_job)
-    for k, g in enumerate(groups, start=1):
-        if progress:
-            names = ", ".join(f"{cfgs[i].algorithm}/{dirs[i].name}" for i in g)
-            progress(f"[bench] job {k}/{len(groups)} ({len(g)} run(s) on {cfgs[g[0]].launch.hardware}): {names}")
-        for i, code in zip(g, execute_many([cfgs[i] for i in g], [dirs[i] for i in g], echo=echo, env=env)):
-            codes[i] = code
-    return list(zip(dirs, codes))
+    from .cluster.slurm import check_allocation
+    check_allocation(cfgs)  # a Slurm profile: inside an allocation holding every process, before anything is written
+    outs = [Path(out or default_run_dir(c)).resolve() for c, out, _ in items]
+    twice = sorted({str(d) for d in outs if outs.count(d) > 1})
+    if twice:
+        raise BenchError(f"run directory {twice[0]!r} is given to more than one run")
+    with contextlib.ExitStack() as held:  # every directory is owned before any is written, until the last job ends
+        locks: list[RunLock] = []
+        try:
+            for d in outs:
+                locks.append(held.enter_context(claim(d, force, clear=False)))
+            for lock in locks:
+                lock.clear()
+            held.enter_context(cluster_held(cfgs, outs))
+            dirs = [prepare(c, d, planned=planned, lock=lock) for (c, _, planned), d, lock in zip(items, outs, locks)]
+        except BaseException:
+            for lock in locks:  # nothing prepared stays when one of the runs cannot be
+                lock.discard()
+            raise
+        codes: list[int] = [1] * len(items)
+        groups = jobs(cfgs, max_runs_per_job)
+        for k, g in enumerate(groups, start=1):
+            if progress:
+                names = ", ".join(f"{cfgs[i].algorithm}/{dirs[i].name}" for i in g)
+                progress(f"[bench] job {k}/{len(groups)} ({len(g)} run(s) on {cfgs[g[0]].launch.hardware}): {names}")
+            for i, code in zip(g, execute_many([cfgs[i] for i in g], [dirs[i] for i in g], echo=echo, env=env)):
+                codes[i] = code
+        return list(zip(dirs, codes))

@@ -12,14 +12,40 @@
 profiles (an emulated cluster at several link rates, a laptop and a cluster): each run sits under
 its hardware id, and :func:`run_key` (``<name>@<hardware>``) tells runs apart inside a study.
 ``python -m bench run --study X`` writes where the notebooks of study X look.
+
+Confinement: study, tag, hardware and algorithm names are plain names (:func:`check_name`: letters, digits,
+``.``, ``_``, ``-``, not starting with ``.``), refused with a :class:`bench.BenchError` otherwise, and
+:meth:`StudyLayout.run_dir` checks that the resolved run directory lies under the study's folder: nothing
+the suite writes for a study lands outside ``results/<study>/``.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import BenchError
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
+PLAIN_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*")
+
+
+def check_name(kind: str, value, empty_ok: bool = False) -> str:
+    """``value`` if it is a plain name (one path component: letters, digits, ``._-``, not starting with ``.``);
+    else a BenchError naming ``kind`` and the bad value. ``empty_ok``: ``""`` is allowed (an absent tag)."""
+    if isinstance(value, str) and (PLAIN_NAME.fullmatch(value) or (empty_ok and value == "")):
+        return value
+    raise BenchError(f"invalid {kind} name {value!r}: a {kind} name is a plain name (letters, digits, '.', '_', '-'; "
+                     f"not starting with '.'; no '/')")
+
+
+def confined(path: Path, folder: Path, what: str) -> Path:
+    """``path`` if, resolved, it lies under ``folder`` (resolved); else a BenchError naming ``what``."""
+    p, f = Path(path).resolve(), Path(folder).resolve()
+    if p != f and f not in p.parents:
+        raise BenchError(f"{what} {str(p)!r} lies outside {str(f)!r}")
+    return Path(path)
 
 
 def run_name(algorithm: str, np: int, tag: str = "") -> str:
@@ -38,6 +64,9 @@ class StudyLayout:
 
     study: str
     root: Path = REPO_ROOT / "results"
+
+    def __post_init__(self):
+        check_name("study", self.study)
 
     @property
     def dir(self) -> Path:
@@ -77,10 +106,20 @@ class StudyLayout:
         return self.plan / algorithm
 
     def run_dir(self, algorithm: str, hardware: str, np: int, tag: str = "") -> Path:
-        return self.algorithm_runs(algorithm) / hardware / run_name(algorithm, np, tag)
+        """A run's directory; BenchError if a name is not plain or the directory would lie outside the study."""
+        _check_run_names(algorithm, hardware, tag)
+        return confined(self.algorithm_runs(algorithm) / hardware / run_name(algorithm, np, tag), self.dir, "run directory")
 
     def plan_file(self, algorithm: str, hardware: str, np: int, tag: str = "") -> Path:
-        return self.algorithm_plan(algorithm) / hardware / f"{run_name(algorithm, np, tag)}.json"
+        _check_run_names(algorithm, hardware, tag)
+        return confined(self.algorithm_plan(algorithm) / hardware / f"{run_name(algorithm, np, tag)}.json", self.dir,
+                        "plan file")
+
+
+def _check_run_names(algorithm: str, hardware: str, tag: str) -> None:
+    check_name("algorithm", algorithm)
+    check_name("hardware", hardware)
+    check_name("tag", tag, empty_ok=True)
 
 
 def default_run_dir(cfg, root: Path | None = None) -> Path:

@@ -16,6 +16,7 @@ strictly typed, validated, never merged again.
 from __future__ import annotations
 
 import functools
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,7 @@ import yaml
 from . import SCHEMA_VERSION, BenchError
 from .algorithms import get_algorithm
 from .config import HorovodSettings, LaunchConfig, RunConfig, TrainConfig
-from .layout import REPO_ROOT
+from .layout import REPO_ROOT, check_name
 from .typed import build, choices_text, field_types
 
 HARDWARE_DOC_KEYS = ("description",)  # documentation keys of a hardware profile, not settings
@@ -60,11 +61,31 @@ def params_path() -> Path:
 
 
 def _read_mapping(path: Path) -> dict:
-    with open(path) as f:
-        data = yaml.safe_load(f) or {}
+    """A YAML file's top-level mapping; a file that cannot be read or parsed is a one-line BenchError naming it."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = yaml.safe_load(f) or {}
+    except UnicodeDecodeError as e:
+        raise BenchError(f"{path}: not UTF-8 text (byte {e.start}: {e.reason})") from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
+        what = " ".join(str(getattr(e, "problem", None) or e).split())
+        raise BenchError(f"{path}{where}: YAML syntax error: {what}") from None
+    except OSError as e:
+        raise BenchError(f"{path}: cannot read ({e.strerror})") from None
     if not isinstance(data, dict):
         raise BenchError(f"{path}: expected a mapping at the top level")
     return data
+
+
+def _section(where: str, value, what: str) -> dict:
+    """A mapping section of params.yaml (``profiles``, ``algorithms``, one profile); BenchError naming it otherwise."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise BenchError(f"{where}: {what} must be a mapping, got {type(value).__name__} {value!r:.60}")
+    return value
 
 
 def load_params(path: Path | None = None) -> dict:
@@ -119,6 +140,7 @@ def validate(cfg: RunConfig) -> RunConfig:
     the run, e.g. EASGD's n·α < 2)."""
     from .data import check_files
 
+    check_names(cfg.study, cfg.tag, cfg.launch.hardware)
     cfg.train.validate()
     cfg.launch.validate()
     algo = get_algorithm(cfg.algorithm)
@@ -138,16 +160,38 @@ def validate(cfg: RunConfig) -> RunConfig:
     return cfg
 
 
+def check_names(study: str, tag: str, hardware: str) -> None:
+    """Study, tag and hardware name folders (bench.layout): plain names only, checked before anything is written."""
+    check_name("study", study)
+    check_name("tag", tag, empty_ok=True)
+    check_name("hardware", hardware)
+
+
 def _check_emulated(cfg: RunConfig) -> None:
     """An emulated cluster needs root and network namespaces here (one-line error naming what is missing)."""
     from . import cluster
 
+    from .launch import emulated_hosts_used
+
     cluster.parse_rate(cfg.launch.link)
+    hosts = max(cfg.launch.emulated_hosts, emulated_hosts_used(cfg))  # named by the key the user gave
+    cores = os.cpu_count() or 1
+    for host, share in cfg.launch.emulated_cpu.items():
+        if not 0 <= host < hosts:
+            raise BenchError(f"emulated_cpu names host {host}; this run's emulated cluster has hosts 0..{hosts - 1}")
+        if not 0 < share <= cores:
+            raise BenchError(f"emulated_cpu share of host {host} must be in (0, {cores}] cores, got {share!r}")
     _cluster_supported()
     if cfg.launch.network_interface not in ("", cluster.spec.IFNAME):
         raise BenchError(f"an emulated cluster runs over its own interface {cluster.spec.IFNAME!r}; "
                          f"network_interface {cfg.launch.network_interface!r} cannot be used with it")
     cfg.launch.network_interface = cluster.spec.IFNAME
+    from .launch import host_shares
+
+    host_shares(cfg)  # the hosts' CPU shares fit this machine's cores
+    if cfg.launch.cpu_per_host and cfg.train.threads > max(1, math.ceil(cfg.launch.cpu_per_host)):
+        raise BenchError(f"threads {cfg.train.threads} do not fit in cpu_per_host {cfg.launch.cpu_per_host:g} cores "
+                         f"(at most {max(1, math.ceil(cfg.launch.cpu_per_host))} torch thread(s) per rank)")
 
 
 @functools.lru_cache(maxsize=1)
@@ -185,15 +229,18 @@ def resolve(algorithm: str, *, np: int | None = None, profile: str | None = None
             params_file: Path | None = None) -> RunConfig:
     """A run's configuration from params.yaml, the hardware profile and ``overrides`` (``--set``), validated."""
     algo = get_algorithm(algorithm)
+    check_names(study, tag, hardware or "local")
     params = load_params(params_file)
-    profiles = params.get("profiles", {}) or {}
+    where = str(Path(params_file) if params_file else params_path())
+    profiles = _section(where, params.get("profiles"), "profiles")
     profile = profile or params.get("profile") or "laptop"
-    if profile not in profiles:
+    if not isinstance(profile, str) or profile not in profiles:
         raise BenchError(f"unknown profile {profile!r}; valid: {choices_text(profiles) or '(none)'}")
-    train_values = dict(profiles[profile] or {})
-    profile_algos = train_values.pop("algorithms", {}) or {}
-    algo_values = dict((params.get("algorithms", {}) or {}).get(algorithm, {}) or {})
-    algo_values.update(profile_algos.get(algorithm, {}) or {})
+    train_values = dict(_section(where, profiles[profile], f"profile {profile!r}"))
+    profile_algos = _section(where, train_values.pop("algorithms", None), f"profile {profile!r}'s algorithms")
+    algo_values = dict(_section(where, _section(where, params.get("algorithms"), "algorithms").get(algorithm),
+                                f"algorithms.{algorithm}"))
+    algo_values.update(_section(where, profile_algos.get(algorithm), f"profile {profile!r}'s algorithms.{algorithm}"))
     sections = {"train": train_values, "launch": load_hardware(hardware or "local", params_file), "params": algo_values}
     keys = {"train": set(field_types(TrainConfig)), "launch": set(field_types(LaunchConfig)),
             "params": set(field_types(algo.Params))}

@@ -7,7 +7,9 @@ JSON files are written atomically (temporary file + rename): a crash never leave
 half-written summary. Records are appended line by line: ``eval.jsonl`` flushed after every line, the
 per-step ``rank<r>.jsonl`` at most once a second (and at the first line, and when the rank ends or fails),
 so a rank killed outright loses at most its last second of step records; a torn last line of a failed run
-is tolerated when loading, any other corrupt line is an error naming the file and line.
+is tolerated when loading, any other corrupt line is an error naming the file and line. An ``ok`` run must hold
+a non-empty ``rank<r>.jsonl`` for every worker and a non-empty ``eval.jsonl``: one missing or empty is a
+:class:`ResultsError` naming the file, never a run loaded with figures silently changed.
 """
 
 from __future__ import annotations
@@ -23,15 +25,16 @@ from typing import Any
 
 import pandas as pd
 
-from . import SCHEMA_VERSION
+from . import SCHEMA_VERSION, BenchError
 
 STEP_FIELDS = ("step", "epoch", "t", "samples", "loss", "accuracy", "step_s", "compute_s", "comm_s", "wait_s",
                "injected_s", "staleness", "bytes_sent", "warmup")
 EVAL_FIELDS = ("step", "epoch", "t", "samples_seen", "loss", "accuracy")
 
 
-class ResultsError(ValueError):
-    """A corrupt or incompatible results file (the message names the file and line)."""
+class ResultsError(BenchError, ValueError):
+    """A corrupt, incomplete or incompatible results file (the message names the file and line); on the command
+    line, one ``error:`` line and exit 2, like every :class:`bench.BenchError`."""
 
 
 def _clean(obj: Any) -> Any:
@@ -64,10 +67,20 @@ def write_json_atomic(path: str | Path, obj: Any) -> None:
 def read_json(path: str | Path) -> Any:
     path = Path(path)
     try:
-        with open(path) as f:
+        with open(path, encoding="utf-8") as f:
             return json.load(f)
     except json.JSONDecodeError as e:
         raise ResultsError(f"{path}:{e.lineno}: corrupt JSON ({e.msg})") from None
+    except UnicodeDecodeError as e:
+        raise ResultsError(f"{path}: not a JSON text file (byte {e.start} is not UTF-8)") from None
+
+
+def read_json_object(path: str | Path) -> dict:
+    """:func:`read_json` of a file that must hold a JSON object (config.json, system.json, summary.json)."""
+    obj = read_json(path)
+    if not isinstance(obj, dict):
+        raise ResultsError(f"{path}: expected a JSON object, got {type(obj).__name__} {json.dumps(obj)[:40]}")
+    return obj
 
 
 _ENCODE = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
@@ -122,8 +135,11 @@ class JsonlWriter:
 def read_jsonl(path: str | Path, tolerate_torn_tail: bool = False) -> list[dict]:
     path = Path(path)
     records = []
-    with open(path) as f:
-        lines = f.read().split("\n")
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().split("\n")
+    except UnicodeDecodeError as e:
+        raise ResultsError(f"{path}: not a JSONL text file (byte {e.start} is not UTF-8)") from None
     if lines and lines[-1] == "":
         lines.pop()
     for i, line in enumerate(lines, start=1):
@@ -196,14 +212,17 @@ def load_run(path: str | Path) -> Run:
     cfg_path = path / "config.json"
     if not cfg_path.is_file():
         raise ResultsError(f"{path}: not a run directory (no config.json)")
-    config = read_json(cfg_path)
+    config = read_json_object(cfg_path)
     if config.get("schema_version") != SCHEMA_VERSION:
         raise ResultsError(f"{cfg_path}: schema_version {config.get('schema_version')!r}, this suite reads {SCHEMA_VERSION}")
-    system = read_json(path / "system.json") if (path / "system.json").exists() else {}
-    summary = read_json(path / "summary.json") if (path / "summary.json").exists() else {"status": "incomplete"}
+    system = read_json_object(path / "system.json") if (path / "system.json").exists() else {}
+    summary = read_json_object(path / "summary.json") if (path / "summary.json").exists() else {"status": "incomplete"}
     ok = summary.get("status") == "ok"
+    if ok:
+        _check_complete(path, config)
     frames = []
-    for f in sorted(path.glob("rank*.jsonl"), key=lambda p: int(p.stem[4:])):
+    rank_files = [p for p in path.glob("rank*.jsonl") if p.stem[4:].isdigit()]
+    for f in sorted(rank_files, key=lambda p: int(p.stem[4:])):
         recs = read_jsonl(f, tolerate_torn_tail=not ok)
         if recs:
             df = pd.DataFrame.from_records(recs)
@@ -215,6 +234,19 @@ def load_run(path: str | Path) -> Run:
     if evals.empty:
         evals = pd.DataFrame(columns=list(EVAL_FIELDS))
     return Run(path, config, system, summary, steps, evals)
+
+
+def _check_complete(path: Path, config: dict) -> None:
+    """An ``ok`` run holds a non-empty record file for every worker and a non-empty eval.jsonl; else ResultsError."""
+    try:
+        np_ = int(config["launch"]["np"])
+    except (KeyError, TypeError, ValueError):
+        raise ResultsError(f"{path / 'config.json'}: no launch.np") from None
+    for f in [path / f"rank{r}.jsonl" for r in range(np_)] + [path / "eval.jsonl"]:
+        if not f.is_file():
+            raise ResultsError(f"{f}: missing, but the run's summary says ok (an incomplete or tampered run directory)")
+        if f.stat().st_size == 0:
+            raise ResultsError(f"{f}: empty, but the run's summary says ok (an incomplete or tampered run directory)")
 
 
 def find_runs(root: str | Path) -> list[Path]:

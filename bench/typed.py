@@ -4,11 +4,14 @@ Used by the resolver (:mod:`bench.resolve`) for every section of a run's configu
 each algorithm's ``Params``. Unknown keys and values of the wrong type are
 :class:`bench.BenchError` naming the bad value and the valid choices; nothing is parsed from
 strings such as ``'True'`` (``--set`` values are read as YAML scalars before they get here).
+Numbers are finite: NaN and ±inf (YAML's ``.nan``, ``.inf``) are refused wherever a number is expected,
+so no later check has to think about them.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 from typing import Any, Literal
@@ -35,6 +38,8 @@ def check(value: Any, tp: Any, name: str) -> Any:
             raise BenchError(f"invalid {name} {value!r}; valid choices: {choices_text(allowed)}")
         return value
     if origin in (typing.Union, types.UnionType):
+        if isinstance(value, float) and not math.isfinite(value):
+            raise BenchError(f"invalid {name} {value!r}: expected a finite number")
         for arg in typing.get_args(tp):
             try:
                 return check(value, arg, name)
@@ -66,6 +71,8 @@ def check(value: Any, tp: Any, name: str) -> Any:
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise BenchError(f"invalid {name} {value!r}: expected a number")
+        if not math.isfinite(value):
+            raise BenchError(f"invalid {name} {value!r}: expected a finite number")
         return float(value)
     if tp is str:
         if not isinstance(value, str):

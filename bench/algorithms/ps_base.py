@@ -13,16 +13,21 @@ StepStats.staleness of the step that committed.
 
 Evaluation (the model that matters is θ̃): at its evaluation points rank 0 sends the server a
 SNAP message without waiting for anything, with its buffers (BatchNorm running statistics, which
-θ̃ does not hold); the server keeps a copy of θ̃ as it is when the message arrives. After serving,
+θ̃ does not hold); the server keeps a copy of θ̃ as it is when the message arrives, stamped with the time
+the server applied the last commit in it (when that state existed; time to target uses it). After serving,
 the server rank evaluates those copies and the final θ̃ (with the buffers rank 0 sent with its
 DONE); model.pt is the final centre.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+import contextlib
+import os
+import signal
+import sys
+import threading
 import time
+from dataclasses import dataclass
 
 import torch
 
@@ -42,6 +47,51 @@ def check_range(name: str, value: float, lo: float, hi: float, lo_open: bool = F
     if bad:
         rng = f"{'(' if lo_open else '['}{lo:g}, {hi:g}{')' if hi_open else ']'}"
         raise BenchError(f"{name} must be in {rng}, got {value!r}")
+
+
+SIGNAL_GRACE_S = 1.0  # the main thread's chance to end the rank itself (its handler runs between messages)
+
+
+@contextlib.contextmanager
+def signals_end_serving(rank: int, grace_s: float = SIGNAL_GRACE_S):
+    """While the server waits for a message it sits in gloo's C++ wait, where Python signal handlers do not run: a
+    SIGTERM (a cancelled job) would wait for the next message, or the receive timeout. Here a thread woken by the
+    signal (``signal.set_wakeup_fd``) gives the main thread ``grace_s`` to end the rank through its own handler,
+    then ends the process (exit code 128 + the signal), naming the rank. SIGTERM and SIGINT only; outside the main
+    thread a no-op."""
+    r, w = os.pipe()
+    os.set_blocking(w, False)
+    try:
+        previous = signal.set_wakeup_fd(w, warn_on_full_buffer=False)
+    except ValueError:  # not the main thread
+        os.close(r)
+        os.close(w)
+        yield
+        return
+
+    ended = threading.Event()
+
+    def watch():
+        try:
+            while True:
+                got = os.read(r, 1)
+                if not got or got[0] == 0 or ended.is_set():  # serving ended
+                    return
+                if got[0] in (signal.SIGTERM, signal.SIGINT) and not ended.wait(grace_s):
+                    sys.stderr.write(f"rank {rank}: parameter server received {signal.Signals(got[0]).name} while "
+                                     f"waiting for a message: exiting\n")
+                    sys.stderr.flush()
+                    os._exit(128 + got[0])
+        finally:
+            os.close(r)
+
+    threading.Thread(target=watch, name="bench-ps-signals", daemon=True).start()
+    try:
+        yield
+    finally:
+        ended.set()  # also when a handler's exception ends serving: the rank ends through the main thread
+        signal.set_wakeup_fd(previous)
+        os.close(w)  # the watcher reads end-of-file and closes its end
 
 
 def add_rule(centre, payload, tau, worker, pulled) -> bool:
@@ -105,7 +155,8 @@ class PSAlgorithm(Algorithm):
         return self.comm.rank >= self.ctx.num_workers
 
     def serve(self) -> None:
-        self.server.serve()
+        with signals_end_serving(self.comm.rank):
+            self.server.serve()
 
     # -- helpers for workers ---------------------------------------------------------------
     def flat(self) -> torch.Tensor:
@@ -142,8 +193,10 @@ class PSAlgorithm(Algorithm):
 
     # -- evaluation and the end ------------------------------------------------------------
     def _keep_centre(self, step: int, centre: torch.Tensor, buffers: torch.Tensor | None) -> None:
-        """Server: a SNAP arrived from rank 0; keep θ̃ as it is now."""
-        meta = {**self.ctx.progress(step), "t": time.time() - self.ctx.t0}
+        """Server: a SNAP arrived from rank 0; keep θ̃ as it is now, stamped with the moment that state existed: when
+        the server applied the last commit in it (the job's start when none yet), not when the SNAP arrived."""
+        applied = [times[-1] for times in self.server.served_at.values() if times]
+        meta = {**self.ctx.progress(step), "t": (max(applied) - self.ctx.t0) if applied else 0.0}
         self.snapshots.append((meta, self._centre_snapshot(centre, buffers)))
 
     def _centre_snapshot(self, centre: torch.Tensor, buffers: torch.Tensor | None) -> dict:

@@ -8,7 +8,9 @@
   bandwidth is emulated, latency is not);
 - an sshd per host listening on that host's address only, key login with keys the suite keeps in
   its private directory ``/run/distbench/dbemu`` (never ``~/.ssh``);
-- optionally a share of a core per host (cgroup v1 ``cpu``), to make one host slower.
+- optionally a share of a core per host (cgroup v1 ``cpu``), to make one host slower;
+- with ``--slurm``, Slurm: munged and slurmctld on the launcher, a slurmd per host in its namespace and CPU
+  share (:mod:`.slurm`; ``pipelines/slurm/run-blocking.sh`` submits to it).
 
 ``horovodrun`` runs in the root namespace and reaches the hosts over ssh like real machines:
 ``launch_settings()`` gives the hostfile, ``--network-interface dbemu0`` (the name of the bridge
@@ -25,6 +27,7 @@ API (all raise :class:`bench.BenchError` with a one-line reason)::
     up(Spec(hosts, slots, link, cpu)) # replaces any cluster or leftovers of the suite's; installs sshd on first use
     down() -> bool                    # removes everything of the suite's; False (no-op) if there was nothing
     ensure(spec) -> State             # up if absent/broken/too small, else reshape link/cpu/slots in place
+    in_use(job)                       # context: hold the cluster for a job; others' up/down/reshape/rebuild refused
     launch_settings(state, processes, server_host) -> dict
         # processes = horovodrun -np (with server_host, the last rank is the server, on a host of its own);
         # keys hostfile, network_interface, ssh_port, ssh_identity_file, hosts (per rank), link, emulated,
@@ -36,7 +39,7 @@ Only one emulated cluster exists per machine (its names are fixed); operations a
 """
 
 from .hostfile import horovodrun_args, launch_settings, placement, write_hostfile
-from .lifecycle import check_supported, down, ensure, leftovers, state, up
+from .lifecycle import check_supported, down, ensure, in_use, leftovers, state, up
 from .spec import Host, Spec, State, parse_rate
 
 __all__ = [
@@ -47,6 +50,7 @@ __all__ = [
            "down",
            "ensure",
            "horovodrun_args",
+           "in_use",
            "launch_settings",
            "leftovers",
            "parse_rate",

@@ -7,14 +7,20 @@ or tear down at the same time.
 ``up`` first tears down whatever the suite left behind (a crashed ``up``, a lost state file, a
 namespace whose processes outlived it): it finds leftovers by their exact names (``dbemu-h<i>``
 namespaces, ``dbemu-v<i>``/``dbemu0`` links, ``dbemu-h<i>`` cgroups, sshd processes started with a
-config in the suite's directory) and never touches anything else. A failing ``up`` removes what it
+config in the suite's directory, and with ``--slurm`` munged, slurmctld and the slurmd's of
+:mod:`.slurm`) and never touches anything else. A failing ``up`` removes what it
 made before raising. ``down`` does the same teardown and says whether there was anything to remove.
+
+In use: a job on the cluster holds it (:func:`in_use`, recorded in ``/run/distbench/dbemu.job.json`` with the
+job's pid). While a live job holds it, another process's ``up``, ``down``, second job, or ``ensure`` that would
+rebuild or reshape it is refused naming the job; a record whose process is gone is ignored (and removed).
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
 import shutil
 import subprocess
@@ -23,7 +29,7 @@ import time
 from pathlib import Path
 
 from .. import BenchError
-from . import cgroups, net, sh, sshd
+from . import cgroups, net, sh, slurm, sshd
 from .spec import (
     BASE_DIR,
     DIR,
@@ -38,6 +44,8 @@ from .spec import (
 )
 
 LOCK_FILE = BASE_DIR / "dbemu.lock"
+JOB_FILE = BASE_DIR / "dbemu.job.json"  # the job using the cluster (outside DIR: a rebuild by that job keeps it)
+_held = 0  # nesting depth of this process's in_use()
 SETUP_SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "setup-cluster.sh"
 
 
@@ -132,6 +140,7 @@ def leftovers() -> dict[str, list[str]]:
         "links": net.list_links(),
         "cgroups": [str(p) for p in cgroups.list_groups()],
         "sshd": [str(p) for p in sshd.suite_sshd_pids()],
+        "slurm": [str(p) for p in slurm.daemon_pids()],
         "files": [str(DIR)] if DIR.exists() else [],
     }
 
@@ -139,6 +148,7 @@ def leftovers() -> dict[str, list[str]]:
 def _teardown() -> bool:
     """Remove everything of the suite's; True if there was anything."""
     found = any(leftovers().values())
+    slurm.stop()  # munged, slurmctld (root namespace) and the slurmd's, before the hosts' processes
     pids = sshd.suite_sshd_pids()
     for ns in net.list_netns():
         pids += net.netns_pids(ns)
@@ -203,10 +213,58 @@ def _ready(spec: Spec) -> Spec:
     return spec
 
 
+def _job() -> dict | None:
+    """The live job recorded as using the cluster, or None (a record whose process is gone is removed)."""
+    import psutil
+
+    try:
+        rec = json.loads(JOB_FILE.read_text())
+        if repr(psutil.Process(int(rec["pid"])).create_time()) == rec["start"]:
+            return rec
+    except (OSError, ValueError, KeyError, TypeError, psutil.Error):
+        pass
+    with contextlib.suppress(OSError):
+        JOB_FILE.unlink()
+    return None
+
+
+def _refuse_if_used(action: str) -> None:
+    """BenchError naming the job if another live process holds the cluster (call under :func:`_lock`)."""
+    job = _job()
+    if job is not None and job["pid"] != os.getpid():
+        since = time.strftime("%H:%M:%S", time.localtime(job["since"]))
+        raise BenchError(f"the emulated cluster is in use by {job['job']} (pid {job['pid']}, since {since}): "
+                         f"{action} refused while it runs; wait for it to end")
+
+
+@contextlib.contextmanager
+def in_use(job: str):
+    """Hold the cluster for ``job`` (a description naming it) while the block runs: other processes may not bring
+    it up, reshape, rebuild or tear it down, nor start a job of their own on it. Nests within one process."""
+    import psutil
+
+    global _held
+    with _lock():
+        _refuse_if_used(f"a second job ({job})")
+        if _held == 0:
+            me = psutil.Process()
+            JOB_FILE.write_text(json.dumps({"pid": me.pid, "start": repr(me.create_time()), "since": time.time(),
+                                            "job": job}))
+        _held += 1
+    try:
+        yield
+    finally:
+        with _lock():
+            _held -= 1
+            if _held == 0 and (_job() or {}).get("pid") == os.getpid():
+                JOB_FILE.unlink()
+
+
 def up(spec: Spec) -> State:
     """Create the cluster ``spec`` describes (replacing any cluster or leftovers of the suite's)."""
     spec = _ready(spec)
     with _lock():
+        _refuse_if_used("up")
         return _up(spec)
 
 
@@ -215,6 +273,7 @@ def down() -> bool:
     if os.geteuid() != 0:
         raise BenchError("the emulated cluster needs root (network namespaces, veth, tc need CAP_NET_ADMIN)")
     with _lock():
+        _refuse_if_used("down")
         return _teardown()
 
 
@@ -240,7 +299,10 @@ def ensure(spec: Spec) -> State:
     with _lock():
         st = _read_state()
         if st is None or not _healthy(st) or len(st.hosts) < spec.hosts:
+            _refuse_if_used(f"bringing it up with {spec.hosts} host(s)")
             return _up(spec)
+        if (spec.link, spec.cpu, spec.slots) != (st.link, {i: s for i, s in st.cpu.items()}, st.slots):
+            _refuse_if_used(f"reshaping it (link {spec.link or 'unshaped'}, cpu {spec.cpu}, {spec.slots} slot(s))")
         st = _reshape(st, spec.link, spec.cpu)
         st.slots = spec.slots
         _write_state(st)

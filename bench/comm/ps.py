@@ -37,14 +37,21 @@ rule (DynSGD, SASGD) and returns it in the reply, where the worker records it in
 
 Validation: the server rejects (raises :class:`PSProtocolError`, which fails the run with a
 message naming the sender) a wrong magic, an unknown kind, a worker field that is not the
-sending rank, a size that is not the centre's, a clock from the future, any message from
-a rank that is not a worker, and any message from a worker after its DONE. Receives have a timeout: a worker that dies or goes silent ends
+sending rank, a size that is not the centre's, a clock from the future, a SNAP with a negative
+step, a commit or buffers with a non-finite value (NaN, ±inf: they would poison θ̃), any message
+from a rank that is not a worker, and any message from a worker after its DONE. Every header and
+payload is checked for its length: gloo accepts a message shorter than the receive buffer (the rest of
+the buffer keeps what it held) and aborts the process on a longer one, so each receive posts a buffer
+:data:`SPARE` elements longer than the message it expects, filled with a sentinel where the message must
+end: a short message leaves the sentinel in its last element, a long one (up to ``SPARE`` elements too
+long) overwrites the first spare one; both are refused naming the sender, never an abort. Receives have a timeout: a worker that dies or goes silent ends
 the server with a :class:`PSTimeout` naming the ranks that had not finished, never a hang.
 """
 
 from __future__ import annotations
 
 import datetime
+import math
 import time
 from typing import Callable
 
@@ -57,6 +64,9 @@ KINDS = {PULL: "PULL", COMMIT: "COMMIT", DONE: "DONE", SNAP: "SNAP"}
 F_SNAPSHOT, F_PULL = 1, 2
 HDR, DATA, REPLY, CENTRE = 101, 102, 103, 104  # tags
 HEADER_LEN, REPLY_LEN = 6, 3
+SPARE = 1024  # elements past the expected end of every receive buffer: a message this much too long is refused, not an abort
+HEADER_SENTINEL = -0x2F2F2F2F2F2F2F2F  # no field of a valid header holds it
+PAYLOAD_SENTINEL = -0x00200001  # int32 bits of a NaN (0xFFDFFFFF), which no valid payload holds
 
 # apply(centre, payload, tau, worker, pulled) -> True when θ̃ changed (the clock advances)
 UpdateRule = Callable[[torch.Tensor, torch.Tensor, int, int, "torch.Tensor | None"], bool]
@@ -92,10 +102,52 @@ def check_header(h: list[int], src: int, workers: set[int], numel: int, clock: i
         raise PSProtocolError(f"rank {src}: commit of {n} elements, the centre has {numel}")
     if kind == COMMIT and not 0 <= wclock <= clock:
         raise PSProtocolError(f"rank {src}: commit based on clock {wclock}, server clock is {clock}")
+    if kind == SNAP and wclock < 0:
+        raise PSProtocolError(f"rank {src}: SNAP at step {wclock}; a step is >= 0")
     if kind in (SNAP, DONE) and n not in (0, buffers_numel):
         raise PSProtocolError(f"rank {src}: {KINDS[kind]} with {n} buffer elements, the model has {buffers_numel}")
     if flags & ~(F_SNAPSHOT | F_PULL):
         raise PSProtocolError(f"rank {src}: unknown flags {flags:#x}")
+
+
+def received_header(buf: torch.Tensor, src: int) -> list[int]:
+    """The header in ``buf`` (HEADER_LEN + SPARE int64, filled with HEADER_SENTINEL before the receive), checked
+    for its length; PSProtocolError naming ``src`` if the message was shorter or longer than a header."""
+    h = buf[:HEADER_LEN + 1].tolist()
+    if HEADER_SENTINEL in h[:HEADER_LEN]:
+        got = h.index(HEADER_SENTINEL)
+        raise PSProtocolError(f"rank {src}: short header ({got} of {HEADER_LEN} int64 fields arrived)")
+    if h[HEADER_LEN] != HEADER_SENTINEL:
+        raise PSProtocolError(f"rank {src}: header longer than {HEADER_LEN} int64 fields")
+    return h[:HEADER_LEN]
+
+
+def payload_buffer(numel: int) -> torch.Tensor:
+    """A receive buffer for a float32 vector of ``numel`` elements, with the spare room :func:`received_payload` checks."""
+    return torch.empty(numel + SPARE, dtype=torch.float32)
+
+
+def arm(buf: torch.Tensor, numel: int) -> None:
+    """Before a receive into ``buf`` of ``numel`` elements: the sentinel in its last expected and first spare element."""
+    bits = buf.view(torch.int32)
+    bits[numel:numel + 1] = PAYLOAD_SENTINEL
+    if numel:
+        bits[numel - 1:numel] = PAYLOAD_SENTINEL
+
+
+def received_payload(buf: torch.Tensor, numel: int, src: int, what: str) -> torch.Tensor:
+    """The first ``numel`` elements of ``buf`` (armed by :func:`arm`), checked for length and finiteness;
+    PSProtocolError naming ``src`` and ``what`` otherwise."""
+    bits = buf.view(torch.int32)
+    if numel and int(bits[numel - 1]) == PAYLOAD_SENTINEL:
+        raise PSProtocolError(f"rank {src}: short {what} (fewer than the {numel} float32 elements expected)")
+    if int(bits[numel]) != PAYLOAD_SENTINEL:
+        raise PSProtocolError(f"rank {src}: {what} longer than the {numel} float32 elements expected")
+    payload = buf[:numel]
+    if not math.isfinite(float(payload.sum())) and not bool(torch.isfinite(payload).all()):  # one pass, no copy, mostly
+        bad = int((~torch.isfinite(payload)).sum())
+        raise PSProtocolError(f"rank {src}: {what} with {bad} non-finite value(s) (NaN or inf); refused")
+    return payload
 
 
 def served_spread(served: list[int]) -> float | None:
@@ -124,22 +176,24 @@ class PSServer:
         self.first_heard: dict[int, float] = {}  # time.time() of each worker's first message
         self.first_done_at: float | None = None  # the end of the window in which every worker is active
         self.last_heard = {w: time.time() for w in workers}
-        self._hdr = torch.zeros(HEADER_LEN, dtype=torch.int64)
-        self._payload = torch.empty_like(self.centre)
+        self._hdr = torch.empty(HEADER_LEN + SPARE, dtype=torch.int64)
+        self._payload = payload_buffer(self.numel)
         self.buffers_numel, self.on_snapshot = buffers_numel, on_snapshot
         self.buffers: torch.Tensor | None = None
 
     def _receive_buffers(self, src: int, n: int) -> torch.Tensor | None:
         if n == 0:
             return None
-        buf = torch.empty(n, dtype=torch.float32)
+        buf = payload_buffer(n)
+        arm(buf, n)
         _wait(dist.irecv(buf, src=src, tag=DATA), self.timeout_s, f"buffers from rank {src}")  # comm:
-        self.buffers = buf
-        return buf
+        self.buffers = received_payload(buf, n, src, "buffers")
+        return self.buffers
 
     def serve(self) -> None:
         pending = set(self.workers)
         while pending:
+            self._hdr.fill_(HEADER_SENTINEL)
             work = dist.irecv(self._hdr, src=None, tag=HDR)  # comm: a header from any worker
             try:
                 _wait(work, self.timeout_s, "parameter server")
@@ -148,7 +202,7 @@ class PSServer:
                 silent = ", ".join(f"rank {w} (last heard {now - self.last_heard[w]:.1f} s ago)" for w in sorted(pending))
                 raise PSTimeout(f"no message within {self.timeout_s:g} s; workers not done: {silent}; {e}") from e
             src = work._source_rank()  # the sender of a receive-from-any (what dist.recv uses)
-            h = self._hdr.tolist()
+            h = received_header(self._hdr, src)
             check_header(h, src, self.workers, self.numel, self.clock, self.buffers_numel)
             if src not in pending:
                 raise PSProtocolError(f"rank {src}: {KINDS[h[1]]} after DONE")
@@ -166,9 +220,11 @@ class PSServer:
                 continue
             tau = 0
             if kind == COMMIT:
+                arm(self._payload, self.numel)
                 _wait(dist.irecv(self._payload, src=src, tag=DATA), self.timeout_s, f"payload from rank {src}")  # comm:
+                payload = received_payload(self._payload, self.numel, src, "commit")
                 tau = self.clock - wclock
-                if self.rule(self.centre, self._payload, tau, src, self.pulled.get(src)):
+                if self.rule(self.centre, payload, tau, src, self.pulled.get(src)):
                     self.clock += 1
                 self.commits += 1
                 self.commits_by_worker[src] += 1

@@ -1,0 +1,104 @@
+"""The emulated cluster knows it is in use, and a rank lost over ssh reads right (real namespaces, sshd, horovodrun).
+
+While a real job runs on the emulated cluster, another job that would reshape it (another link rate) or
+rebuild it (more hosts), ``cluster up`` and ``cluster down`` are refused with one line naming the job, and the
+refused run leaves nothing; the job's rank killed on its host is reported as lost over ssh (ssh's exit code 255),
+not as "killed by signal 127"; once the job is gone, its record does not hold the cluster.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from bench.cluster import lifecycle, spec
+from bench.results import load_run, read_json
+from conftest import REPO, bench_cli
+from test_cluster import _skip_reason, cluster
+
+pytestmark = pytest.mark.skipif(_skip_reason() is not None, reason=_skip_reason() or "")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def cluster_ready():
+    subprocess.run(["bash", str(REPO / "scripts" / "setup-cluster.sh")], check=True, timeout=900)
+    yield
+    cluster("down", check=False)
+
+
+def start(out: Path) -> subprocess.Popen:
+    args = [sys.executable, "-m", "bench", "run", "sync", "--np", "2", "--profile", "tiny", "--hardware", "emu-1gbit",
+            "--out", str(out), "--quiet", "--set", "max_steps=100000", "--set", "epochs=1000", "--set", "eval_every=0",
+            "--set", "timeout_s=300"]
+    return subprocess.Popen(args, cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO), BENCH_PROGRESS="0"),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+
+
+def worker_on_host(out: Path, host: int) -> list[psutil.Process]:
+    """The job's rank processes inside emulated host ``host``'s network namespace."""
+    pids = subprocess.run(["ip", "netns", "pids", spec.netns_name(host)], capture_output=True, text=True).stdout.split()
+    found = []
+    for pid in map(int, pids):
+        try:
+            p = psutil.Process(pid)
+            if "bench.worker" in " ".join(p.cmdline()) and str(out / "config.json") in " ".join(p.cmdline()):
+                found.append(p)
+        except psutil.Error:
+            pass
+    return found
+
+
+def test_a_running_job_holds_the_cluster_and_a_rank_lost_over_ssh_says_so(tmp_path):
+    out, other = tmp_path / "held", tmp_path / "other" / "run"
+    proc = start(out)
+    try:
+        t0 = time.time()
+        while not all((out / f"rank{r}.jsonl").exists() and (out / f"rank{r}.jsonl").stat().st_size for r in (0, 1)):
+            assert proc.poll() is None and time.time() - t0 < 180, "the run did not start"
+            time.sleep(0.5)
+        state = read_json(spec.STATE_FILE)
+        refused = [
+            bench_cli("run", "sync", "--np", "2", "--profile", "tiny", "--hardware", "emu-100mbit", "--out", str(other),
+                      "--prepare-only"),  # a reshape under the job
+            bench_cli("run", "sync", "--np", "2", "--profile", "tiny", "--hardware", "emu-1gbit", "--set",
+                      "emulated_hosts=5", "--out", str(other), "--quiet"),  # a rebuild with more hosts
+            cluster("up", "--hosts", "2", check=False),
+            cluster("down", check=False),
+        ]
+        for r in refused:
+            lines = r.stderr.strip().splitlines()
+            assert r.returncode == 2 and lines, r.stderr
+            assert f"in use by bench run into {out} (pid {proc.pid}," in lines[-1], r.stderr
+        assert not (tmp_path / "other").exists()  # the refused runs left nothing
+        assert read_json(spec.STATE_FILE) == state  # link, hosts, shares: as the job set them
+        hosts = read_json(out / "system.json")["network"]["hosts_by_rank"]  # as the launcher placed the ranks
+        victims = worker_on_host(out, next(i for i in range(spec.MAX_HOSTS) if spec.host_address(i) == hosts[1]))
+        assert victims, "rank 1 not found on its host"
+        for p in victims:
+            p.send_signal(signal.SIGKILL)  # rank 1 dies on its host; horovodrun sees ssh's exit code
+        output, _ = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=60)
+    assert proc.returncode == 1, output[-3000:]
+    summary = load_run(out).summary
+    assert summary["status"] == "failed" and summary["reason"].startswith("rank 1: lost over ssh"), summary["reason"]
+    assert "signal 127" not in summary["reason"]
+    assert cluster("down").returncode == 0  # the job is gone: its record no longer holds the cluster
+
+
+def test_a_record_left_by_a_dead_job_does_not_hold_the_cluster():
+    holder = ("import os, signal\nfrom bench.cluster import lifecycle\n"
+              "held = lifecycle.in_use('a job killed outright')\nheld.__enter__()\nos.kill(os.getpid(), signal.SIGKILL)\n")
+    proc = subprocess.run([sys.executable, "-c", holder], cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO)))
+    assert proc.returncode == -signal.SIGKILL and "a job killed outright" in lifecycle.JOB_FILE.read_text()
+    assert cluster("down").returncode == 0  # the dead job's record is ignored, and removed
+    assert not lifecycle.JOB_FILE.exists()

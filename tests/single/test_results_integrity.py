@@ -1,0 +1,95 @@
+"""Malformed or incomplete run directories are one-line errors naming the file; a lost rank's reason reads right.
+
+An ``ok`` run must hold a non-empty record file for every worker and a non-empty ``eval.jsonl``
+(:class:`bench.results.ResultsError` naming the file otherwise); ``bench te`` on a malformed results file
+is one ``error:`` line and exit 2; a rank lost over ssh (exit code 255) is not "killed by signal 127".
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.__main__ import main
+from bench.launch import _name_killed_rank, lost_rank_reason
+from bench.resolve import resolve
+from bench.results import (JsonlWriter, ResultsError, load_run, load_runs, mark_failed, read_json, write_json_atomic,
+                           write_summary)
+
+
+def make_run(path, np_=2, status="ok"):
+    """A small run directory as a real run writes it: config, one record file per worker, eval.jsonl, summary."""
+    path.mkdir(parents=True)
+    write_json_atomic(path / "config.json", resolve("sync", np=np_, profile="tiny").to_dict())
+    for r in range(np_):
+        w = JsonlWriter(path / f"rank{r}.jsonl")
+        for s in (1, 2, 3):
+            w.write({"step": s, "epoch": s / 10, "t": 0.1 * s, "samples": 16, "loss": 1.0 / s, "accuracy": 0.1 * s,
+                     "step_s": 0.01, "compute_s": 0.008, "comm_s": 0.002, "wait_s": 0.0, "staleness": None,
+                     "bytes_sent": 100, "warmup": s == 1})
+        w.close()
+    w = JsonlWriter(path / "eval.jsonl")
+    w.write({"step": 3, "epoch": 0.3, "t": 0.3, "samples_seen": 96, "loss": 0.5, "accuracy": 0.8, "final": True})
+    w.close()
+    if status == "ok":
+        write_summary(path, "ok", final_accuracy=0.8, final_loss=0.5, throughput=100.0)
+    return path
+
+
+@pytest.mark.parametrize("damage, file, what", [
+    (lambda d: (d / "rank0.jsonl").write_text(""), "rank0.jsonl", "empty"),
+    (lambda d: (d / "rank1.jsonl").unlink(), "rank1.jsonl", "missing"),
+    (lambda d: (d / "eval.jsonl").unlink(), "eval.jsonl", "missing"),
+    (lambda d: (d / "eval.jsonl").write_text(""), "eval.jsonl", "empty"),
+])
+def test_ok_run_missing_or_empty_file_is_an_error_naming_it(tmp_path, damage, file, what):
+    run = make_run(tmp_path / "a")
+    assert load_run(run).status == "ok"
+    damage(run)
+    with pytest.raises(ResultsError, match=rf"{file}: {what}"):
+        load_run(run)
+    with pytest.raises(ResultsError, match=file):
+        load_runs(tmp_path)
+    mark_failed(run, "rank 1: killed")  # a failed run may lack files: loaded as it is
+    assert load_run(run).status == "failed"
+
+
+@pytest.mark.parametrize("damage, fragment", [
+    (lambda d: (d / "summary.json").write_text("[]\n"), "summary.json: expected a JSON object, got list"),
+    (lambda d: (d / "config.json").write_text("3\n"), "config.json: expected a JSON object, got int"),
+    (lambda d: (d / "rank1.jsonl").write_bytes(b"\x80\x81\xfe\xff" * 64), "rank1.jsonl: not a JSONL text file"),
+    (lambda d: (d / "summary.json").write_bytes(b"\xff\xfe{}"), "summary.json: not a JSON text file"),
+])
+def test_malformed_results_files_are_one_line_errors(tmp_path, capsys, damage, fragment):
+    a, b = make_run(tmp_path / "a"), make_run(tmp_path / "b")
+    assert main(["te", str(a), str(b)]) == 0
+    capsys.readouterr()
+    damage(a)
+    with pytest.raises(ResultsError, match=fragment):
+        load_runs(tmp_path)
+    assert main(["te", str(a), str(b)]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and fragment in lines[0], lines
+
+
+HOROVOD_TAIL = ["Traceback (most recent call last):", "RuntimeError: Horovod detected that one or more processes "
+                "exited with non-zero status, thus causing the job to be terminated. The first process to do so was:",
+                "Process name: 1", "Exit code: {code}"]
+
+
+@pytest.mark.parametrize("code, over_ssh, expected", [
+    (255, True, "rank 1: lost over ssh (ssh exit code 255"),
+    (137, True, "rank 1: killed by signal 9 (exit code 137)"),
+    (137, False, "rank 1: killed by signal 9 (exit code 137)"),
+    (255, False, None),  # locally 255 is a plain exit code, not 128 + signal 127
+    (1, True, None),
+])
+def test_a_lost_rank_reads_right(tmp_path, code, over_ssh, expected):
+    run = make_run(tmp_path / "a", status="failed")
+    mark_failed(run, "rank 0: RuntimeError: Horovod has been shut down")
+    _name_killed_rank(run, [line.format(code=code) for line in HOROVOD_TAIL], over_ssh=over_ssh)
+    reason = read_json(run / "summary.json")["reason"]
+    assert "signal 127" not in reason
+    if expected is None:
+        assert reason == "rank 0: RuntimeError: Horovod has been shut down" and lost_rank_reason(code, over_ssh) is None
+    else:
+        assert reason.startswith(expected) and reason.endswith("then: rank 0: RuntimeError: Horovod has been shut down")
