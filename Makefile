@@ -30,7 +30,7 @@ test-notebooks: setup
 test-cluster: setup cluster-setup
 	$(PY) -m pytest -q -rs tests/cluster
 
-# the emulated cluster's system packages (openssh-server, iproute2; root); also run by its first use
+# the emulated cluster's system packages (openssh-server, iproute2, slurm-wlm, munge; root); also run by its first use
 cluster-setup:
 	bash scripts/setup-cluster.sh
 

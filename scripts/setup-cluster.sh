@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
-# What the emulated cluster (`python -m bench cluster up`) needs from the system: `ip`/`tc`
-# (iproute2) and `sshd` (openssh-server), from Debian's packages via apt-get.
+# What the emulated cluster (`python -m bench cluster up [--slurm]`) needs from the system: `ip`/`tc`
+# (iproute2), `sshd` (openssh-server) and, for `--slurm`, Slurm (slurm-wlm: slurmctld, slurmd, sbatch, ...)
+# and munge, from Debian's packages via apt-get.
 #
 # Idempotent and quiet: when everything is there it prints nothing and exits 0. Runs as root
-# (it installs system packages). It never starts a system sshd: the suite runs its own sshd per
-# emulated host with its own config, so while installing, service start-up is suppressed with a
-# temporary /usr/sbin/policy-rc.d (only if the system has none; removed afterwards).
+# (it installs system packages). It never starts a system sshd, munged, slurmctld or slurmd: the suite
+# runs its own daemons with their own configs under /run/distbench/dbemu, so while installing, service
+# start-up is suppressed with a temporary /usr/sbin/policy-rc.d (only if the system has none; removed afterwards).
 set -euo pipefail
 
 need=()
 command -v ip >/dev/null 2>&1 && command -v tc >/dev/null 2>&1 || need+=(iproute2)
 [ -x /usr/sbin/sshd ] || command -v sshd >/dev/null 2>&1 || need+=(openssh-server)
 command -v ssh >/dev/null 2>&1 && command -v ssh-keygen >/dev/null 2>&1 || need+=(openssh-client)
+[ -x /usr/sbin/slurmctld ] && [ -x /usr/sbin/slurmd ] && command -v sbatch >/dev/null 2>&1 || need+=(slurm-wlm)
+[ -x /usr/sbin/munged ] || need+=(munge)
 [ ${#need[@]} -eq 0 ] && exit 0
 
 if [ "$(id -u)" != 0 ]; then

@@ -32,6 +32,10 @@ def _print_state(st) -> None:
         print(f"  host {h.index}: {h.address:<13} netns {h.netns:<10} veth {h.veth}<->{st.interface}  link {rate}  "
               f"cpu {'unlimited' if share is None else f'{share:g} core'}  sshd pid {h.sshd_pid}")
     print(f"  ssh identity {st.ssh_identity_file}; launcher PATH needs {st.ssh_bin_dir} first")
+    from .slurm import status_lines
+
+    for line in status_lines():
+        print(line)
 
 
 def cmd_cluster(args) -> int:
@@ -40,6 +44,10 @@ def cmd_cluster(args) -> int:
     if args.action == "up":
         t0 = time.perf_counter()
         st = up(Spec(hosts=args.hosts, slots=args.slots, link=args.link, cpu=dict(args.cpu or [])))
+        if args.slurm:
+            from . import slurm
+
+            slurm.up()
         _print_state(st)
         print(f"up in {time.perf_counter() - t0:.2f} s")
     elif args.action == "down":
@@ -51,7 +59,10 @@ def cmd_cluster(args) -> int:
             raise BenchError("the emulated cluster needs root (network namespaces, veth, tc need CAP_NET_ADMIN)")
         st = state()
         if args.json:
-            print(json.dumps({"state": json.loads(st.to_json()) if st else None, "leftovers": leftovers()}, indent=2))
+            from .slurm import state as slurm_state
+
+            print(json.dumps({"state": json.loads(st.to_json()) if st else None, "slurm": slurm_state() if st else None,
+                              "leftovers": leftovers()}, indent=2))
             return 0
         if st:
             _print_state(st)
@@ -71,6 +82,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    "(up; default unshaped)")
     c.add_argument("--cpu", type=_cpu_arg, action="append", metavar="HOST=SHARE",
                    help="limit host HOST to SHARE of one core (up; repeatable), e.g. --cpu 1=0.5")
+    c.add_argument("--slurm", action="store_true", help="also run Slurm on the hosts (up): munged and slurmctld on the "
+                   "launcher, a slurmd per host; pipelines/slurm/run-blocking.sh then submits to it")
     c.add_argument("--json", action="store_true", help="status as JSON")
     c.set_defaults(func=cmd_cluster)
     return c

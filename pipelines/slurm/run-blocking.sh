@@ -1,9 +1,22 @@
 #!/bin/bash
-# Submit a command as a Slurm job and wait for it: `sbatch --wait` returns when the job ends, with its exit code,
-# so a DVC stage (or `make`) can depend on a job that runs on the cluster's compute nodes.
+# Submit a command as a Slurm job and wait for it: returns when the job has ended (every process of it gone, the
+# COMPLETING phase over), with its exit code, so a DVC stage (or `make`) can depend on a job that runs on the
+# cluster's compute nodes.
 #   pipelines/slurm/run-blocking.sh [SBATCH OPTIONS --] COMMAND ...
 #   pipelines/slurm/run-blocking.sh --nodes=4 -- dvc repro
+# Exit code: the job's; a job that ended otherwise than COMPLETED (cancelled, timed out, node failure) never
+# returns 0 (`sbatch --wait` can: polled while a cancelled job completes, it reads exit code 0). SIGTERM/SIGINT
+# to this script (DVC cancelling the stage, Ctrl-C) cancels the job.
+# On this machine's emulated cluster (`python -m bench cluster up --slurm`) it finds that cluster's slurm.conf by
+# itself: with SLURM_CONF unset and /run/distbench/dbemu/slurm/slurm.conf present, it sets SLURM_CONF to it and puts
+# the emulated cluster's ssh wrapper first on PATH (the job's horovodrun reaches the other nodes with the suite's keys).
+# Anywhere else (a real cluster has no such file) nothing changes.
 set -euo pipefail
+emu=/run/distbench/dbemu
+if [[ -z "${SLURM_CONF:-}" && -f "${emu}/slurm/slurm.conf" ]]; then
+  export SLURM_CONF="${emu}/slurm/slurm.conf"
+  export PATH="${emu}/bin:${PATH}"
+fi
 opts=()
 if [[ " $* " == *" -- "* ]]; then
   while [[ "$1" != "--" ]]; do opts+=("$1"); shift; done
@@ -11,4 +24,22 @@ if [[ " $* " == *" -- "* ]]; then
 fi
 [[ $# -gt 0 ]] || { echo "usage: $0 [SBATCH OPTIONS --] COMMAND ..." >&2; exit 2; }
 here="$(cd "$(dirname "$0")" && pwd)"
-exec sbatch --wait "${opts[@]}" "${here}/bench.sbatch" "$@"
+job="$(sbatch --parsable "${opts[@]}" "${here}/bench.sbatch" "$@")"
+job="${job%%;*}"
+echo "Submitted batch job ${job}"
+trap 'scancel "${job}" 2>/dev/null || true; trap - TERM INT; kill -TERM $$' TERM INT
+# squeue lists the job until it has ended on every node (states PD, R, CG); then its record says how it ended
+wait_s=1
+while [[ -n "$(squeue -h -j "${job}" -o %t 2>/dev/null)" ]]; do
+  sleep "${wait_s}" & wait $!
+  wait_s=$(( wait_s < 8 ? wait_s * 2 : 10 ))
+done
+record="$(scontrol -o show job "${job}" 2>/dev/null || true)"
+state="$(sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p' <<< "${record}")"
+code="$(sed -n 's/.* ExitCode=\([0-9]*\):\([0-9]*\).*/\1 \2/p' <<< "${record}")"
+read -r status signal <<< "${code:-1 0}"
+if [[ "${state}" == COMPLETED ]]; then exit "${status}"; fi
+echo "run-blocking.sh: job ${job} ended ${state:-(its record is gone)}, exit code ${status}:${signal}" >&2
+if (( status != 0 )); then exit "${status}"; fi
+if (( signal != 0 )); then exit $(( 128 + signal )); fi
+exit 1
