@@ -10,7 +10,8 @@ horovodrun ends the job instead of hanging.
 Stragglers (``slow_ranks``, ``slow_factor``, ``step_jitter_s``) are injected here, around every
 algorithm's step alike: right after a step the worker sleeps (slow_factor − 1) × the compute it
 measured in that step (plus a seeded exponential jitter), inside the step's timing, so the delay
-counts as compute (``injected_s`` says how much) in every throughput and time-to-accuracy figure.
+counts as compute (``injected_s`` says how much) in every throughput and time-to-accuracy figure. With
+``slow_mode: cpu`` a straggler does not sleep: its emulated host has a smaller CPU share (bench.launch).
 
 One job may run several runs, one after the other (``--config`` repeated; ``bench.launch.run_many`` groups
 runs whose launch is identical, which saves the job start-up of horovodrun, Python and Horovod per run):
@@ -111,10 +112,12 @@ def _progress_bar(cfg, total: int):
 
 
 class Straggler:
-    """One worker's injected delay: (slow_factor − 1) × the step's compute if it is a straggler, plus jitter."""
+    """One worker's injected delay: (slow_factor − 1) × the step's compute if it is a straggler, plus jitter.
+    ``host_is_slower``: the straggler is a slower emulated host (``slow_mode: cpu``), so it does not sleep."""
 
-    def __init__(self, train, worker_index: int):
-        self.factor = train.slow_factor if worker_index in train.slow_ranks else 1.0
+    def __init__(self, train, worker_index: int, host_is_slower: bool = False):
+        slow = worker_index in train.slow_ranks and not host_is_slower
+        self.factor = train.slow_factor if slow else 1.0
         self.jitter = train.step_jitter_s
         self.rng = random.Random(f"{train.seed}/jitter/{worker_index}")
 
@@ -160,7 +163,7 @@ class Worker:
         self.algo.setup(self.model, make_optimizer(t, self.model.parameters()))
         self.snapshots: list[tuple[dict, dict]] = []  # (record fields, snapshot) in the order taken
         self.snapshot_s = 0.0
-        self.straggler = Straggler(t, self.worker_index)
+        self.straggler = Straggler(t, self.worker_index, host_is_slower=cfg.launch.slow_mode == "cpu")
 
     def now(self) -> float:
         return time.time() - self.ctx.t0
@@ -360,11 +363,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     watch_launcher(run_dirs)
     signal.signal(signal.SIGTERM, _terminated)  # horovodrun ends a job's ranks with SIGTERM: record why
-    comm = Comm(cfgs[0].launch.network_interface, cfgs[0].launch.p2p_backend,
-                wait_sleep_us=cfgs[0].launch.horovod.wait_sleep_us)
+    hv = cfgs[0].launch.horovod
+    comm = Comm(cfgs[0].launch.network_interface, cfgs[0].launch.p2p_backend, wait_sleep_us=hv.wait_sleep_us,
+                wait_spin_us=hv.wait_spin_us)
     if comm.wait_sleep_s and comm.rank == 0:
-        print(f"[worker] collectives waited for by polling with {comm.wait_sleep_s * 1e6:g} us sleeps "
-              f"(horovod.wait_sleep_us)", flush=True)
+        print(f"[worker] collectives waited for adaptively: polling {comm.wait_spin_s * 1e6:g} us, then sleeps "
+              f"doubling up to {comm.wait_sleep_s * 1e6:g} us (horovod.wait_spin_us, wait_sleep_us)", flush=True)
     for i, (cfg, run_dir) in enumerate(zip(cfgs, run_dirs)):
         if len(cfgs) > 1 and comm.rank == 0:
             print(f"[worker] run {i + 1}/{len(cfgs)} of this job: {run_dir.name}", flush=True)

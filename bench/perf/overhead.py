@@ -211,6 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     ref_cfg = resolve("sync", np=1, profile=args.profile, hardware=args.hardware, overrides=ref_overrides)
     waits = {ref: ref_cfg.launch.horovod.wait_sleep_us,  # the suite's own setting: no HOROVOD_* variable
              "tuned": tuned_cfg.launch.horovod.wait_sleep_us}
+    spins = {ref: ref_cfg.launch.horovod.wait_spin_us or 0, "tuned": tuned_cfg.launch.horovod.wait_spin_us or 0}
     if not args.compare:
         setups = {"tuned": setups["tuned"]} if tuned or waits["tuned"] else {ref: setups[ref]}
     envs = {name: (ref_cfg.launch.horovod.env() if name == ref else tuned) for name in setups}
@@ -223,7 +224,8 @@ def main(argv: list[str] | None = None) -> int:
     for name, env in envs.items():
         print(f"Horovod settings [{name}] (hardware {args.hardware}): "
               + (" ".join(f"{k}={v}" for k, v in env.items()) or "Horovod's defaults (no HOROVOD_* tuning variable set)")
-              + (f"; waits by polling with {waits[name]:g} us sleeps" if waits[name] else "; Horovod's spinning wait"))
+              + (f"; adaptive wait: polls {spins[name]:g} us, then sleeps up to {waits[name]:g} us" if waits[name]
+                 else "; Horovod's spinning wait"))
     variants: list[tuple[str, str, int, str]] = []  # (label, algorithm, np, env name)
     for name in envs:
         if not args.skip_np1:

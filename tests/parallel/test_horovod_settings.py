@@ -32,9 +32,11 @@ def test_sleeping_wait_gives_the_same_training_as_horovods_wait(tmp_path):
     its log), and the run trains exactly as with Horovod's spinning wait: the same final parameters, bit for bit."""
     sets = ("max_steps=12", "eval_every=0", "horovod.cycle_time_ms=5")
     spin = run_algorithm(tmp_path, "sync", 2, "horovod={}", *sets, name="spin")  # Horovod's wait, whatever the profile
-    sleep = run_algorithm(tmp_path, "sync", 2, *sets, "horovod.wait_sleep_us=50", name="sleep")
-    assert "polling with 50 us sleeps" in (sleep.path / "launch.log").read_text()
+    sleep = run_algorithm(tmp_path, "sync", 2, *sets, "horovod.wait_sleep_us=50", "horovod.wait_spin_us=30",
+                          name="sleep")
+    assert "polling 30 us, then sleeps doubling up to 50 us" in (sleep.path / "launch.log").read_text()
     assert "polling" not in (spin.path / "launch.log").read_text()
-    assert sleep.system["horovod_settings"]["effective"]["wait_sleep_us"] == 50
+    effective = sleep.system["horovod_settings"]["effective"]
+    assert effective["wait_sleep_us"] == 50 and effective["wait_spin_us"] == 30
     a, b = torch.load(spin.path / "model.pt"), torch.load(sleep.path / "model.pt")
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)

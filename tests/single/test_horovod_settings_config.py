@@ -17,7 +17,7 @@ from bench.typed import build, field_types
 
 def test_each_setting_is_one_horovod_variable():
     # every setting is a Horovod variable, except the suite's own way of waiting (wait_sleep_us)
-    assert set(HorovodSettings.ENV) | {"wait_sleep_us"} == set(field_types(HorovodSettings))
+    assert set(HorovodSettings.ENV) | {"wait_sleep_us", "wait_spin_us"} == set(field_types(HorovodSettings))
     assert set(HorovodSettings.ENV) == set(HOROVOD_DEFAULTS)
     assert HorovodSettings().env() == {}  # nothing set: Horovod's own defaults
     s = HorovodSettings(cycle_time_ms=0.5, fusion_threshold_bytes=0, cache_capacity=1024, autotune=False,
@@ -39,13 +39,16 @@ def test_set_overrides_one_setting_on_top_of_the_hardware_profile():
 
 @pytest.mark.parametrize("overrides, fragment", [
     ({"horovod.cycle_time": 1}, "unknown horovod setting 'cycle_time'; valid: autotune, cache_capacity, cycle_time_ms, "
-                                "disable_group_fusion, fusion_threshold_bytes, thread_affinity, wait_sleep_us"),
+                                "disable_group_fusion, fusion_threshold_bytes, thread_affinity, wait_sleep_us, wait_spin_us"),
     ({"horovod": {"fusion": 0}}, "unknown horovod setting 'fusion'; valid: autotune, cache_capacity"),
     ({"horovod.cycle_time_ms": 0}, "horovod.cycle_time_ms must be > 0"),
     ({"horovod.cycle_time_ms": "fast"}, "invalid horovod setting 'cycle_time_ms' 'fast'"),
     ({"horovod.cache_capacity": -1}, "horovod.cache_capacity must be >= 0"),
     ({"horovod.autotune": 1}, "invalid horovod setting 'autotune' 1"),
     ({"horovod.thread_affinity": "a,b"}, "comma-separated core numbers"),
+    ({"horovod": {"wait_spin_us": 20}}, "horovod.wait_spin_us=20.0 is the first phase of the sleeping wait: set "
+                                        "horovod.wait_sleep_us too"),
+    ({"horovod.wait_spin_us": -1}, r"horovod.wait_spin_us must be in [0, 10000] microseconds, got -1"),
     ({"horovod": 5}, "horovod settings must be a mapping"),
 ])
 def test_bad_settings_are_refused_naming_the_valid_ones(overrides, fragment):
