@@ -239,6 +239,11 @@ class LaunchConfig:
     compute of each step (any hardware); ``cpu``: its emulated host gets ``cpu_per_host / slow_factor`` cores, a slower
     device whose slowness also applies to its communication threads (an emulated cluster with ``cpu_per_host`` > 0
     and one rank per host)."""
+    cpu_idle: Literal["default", "poll"] = "default"
+    """What an idle CPU does while the job runs: ``default``: the kernel's idle states (on a virtual machine the
+    vCPU halts and is woken later, at a cost); ``poll``: the launcher holds ``/dev/cpu_dma_latency`` at 0 us for
+    the job (root), so idle CPUs poll and a rank or emulated host that was idle resumes at once (``bench.cpu_idle``;
+    an emulated host inside a CPU quota is idle most of each period). Recorded in system.json (``cpu_idle``)."""
     horovod: HorovodSettings = field(default_factory=HorovodSettings)
     """Horovod's run-time settings (cycle time, fusion, response cache, ...; :class:`HorovodSettings`): the hardware
     profile's ``horovod:`` block, one key overridden by ``--set horovod.cycle_time_ms=0.5``. Unset keys keep

@@ -39,7 +39,7 @@ import threading
 import time
 from pathlib import Path
 
-from . import BenchError
+from . import BenchError, cpu_idle
 from .algorithms import get_algorithm
 from .config import RunConfig
 from .layout import REPO_ROOT, default_run_dir
@@ -414,7 +414,11 @@ def execute_many(cfgs: list[RunConfig], run_dirs: list[Path], echo: bool = True,
         if not same_job(cfgs[0], c):
             raise BenchError(f"runs {cfgs[0].algorithm} and {c.algorithm} differ in launch settings: one job cannot run both")
     run_dirs = [Path(d).resolve() for d in run_dirs]
-    with cluster_held(cfgs, run_dirs):
+    with cluster_held(cfgs, run_dirs), cpu_idle.held(cfgs[0].launch.cpu_idle) as idle:
+        for d in run_dirs:
+            system = read_json(d / "system.json")
+            system["cpu_idle"] = idle
+            write_json_atomic(d / "system.json", system)
         return _execute_job(cfgs, run_dirs, echo, env)
 
 

@@ -138,6 +138,7 @@ def validate(cfg: RunConfig) -> RunConfig:
     """Every check of a resolved configuration: each section's own, then those across sections (stragglers,
     processes against the hardware, dataset files), then the algorithm's (hyperparameters in the context of
     the run, e.g. EASGD's n·α < 2)."""
+    from . import cpu_idle
     from .data import check_files
 
     check_names(cfg.study, cfg.tag, cfg.launch.hardware)
@@ -155,6 +156,7 @@ def validate(cfg: RunConfig) -> RunConfig:
                          f"holds; lower --np or pass --oversubscribe")
     if cfg.launch.emulated_hosts:
         _check_emulated(cfg)
+    cpu_idle.check(cfg.launch.cpu_idle)
     check_files(cfg.train)
     algo.validate(cfg.params, cfg)
     return cfg

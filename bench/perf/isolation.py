@@ -1,7 +1,7 @@
 """Isolated emulated hosts: does a host compute as fast with every other host busy as alone?
 
 ``python -m bench.perf isolation [--hosts 4,8] [--cpu-per-host S] [--budget 1.8] [--trials 3] [--seconds 3]
-[--profile comm-heavy] [--run-np 0]`` (root)
+[--profile comm-heavy] [--cpu-idle poll] [--run-np 0]`` (root)
 
 For each host count n (one emulated cluster, reshaped in place), every host gets the share
 min(S, budget / n) of a core (S: the ``emu`` hardware profile's ``cpu_per_host`` unless given; the
@@ -11,7 +11,9 @@ exactly as ranks are (its sshd runs in the host's network namespace and cgroup, 
 threads are in both): it builds the profile's model (one torch thread), takes real training steps
 (forward, backward, optimizer step on the profile's data) for a warm-up, then follows a schedule of
 windows of ``--seconds`` on the common clock: in each trial, each host alone (the others idle), then
-every host busy at once. A window's time per step is its elapsed time over the steps it completed.
+every host busy at once. A window's time per step is its elapsed time over the steps it completed. Idle CPUs poll during the
+measurement as in the ``emu`` profile's runs (``cpu_idle``, :mod:`bench.cpu_idle`; ``--cpu-idle default`` measures
+with the kernel's idle states).
 
 It prints per host the median time per step alone and busy and their ratio R = rate busy / rate
 alone (1: the others' load does not touch it), and, last, ``isolation: worst ratio R``: the host ratio
@@ -31,6 +33,7 @@ stay); without one, the cluster made here is taken down.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -317,12 +320,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seconds", type=float, default=3.0, help="seconds per window (default 3: 30 CFS periods)")
     ap.add_argument("--profile", default="comm-heavy", help="training profile whose model and batch the hosts step "
                     "(default comm-heavy, the regimes study's)")
+    ap.add_argument("--cpu-idle", default=None, choices=("default", "poll"),
+                    help="idle CPUs during the measurement (default: the emu hardware profile's cpu_idle; poll: hold "
+                         "/dev/cpu_dma_latency at 0 us, bench.cpu_idle)")
     ap.add_argument("--run-np", type=int, default=0, help="also run sync with this many workers on emu and report "
                     "each host's CPU use and throttling (0: no)")
     ap.add_argument("--run-steps", type=int, default=40, help="steps of that run")
     args = ap.parse_args(argv)
 
-    from .. import BenchError
+    from .. import BenchError, cpu_idle
     from ..cluster import Spec, check_supported, down, ensure, in_use, state
     from ..resolve import load_hardware
 
@@ -336,6 +342,8 @@ def main(argv: list[str] | None = None) -> int:
         share = args.cpu_per_host
         if share is None:
             share = float(load_hardware("emu").get("cpu_per_host") or 0)
+        idle = args.cpu_idle or load_hardware("emu").get("cpu_idle", "default")
+        cpu_idle.check(idle)
         budget = args.budget if args.budget is not None else (os.cpu_count() or 1) - 0.2
         if share <= 0 or budget <= 0:
             raise BenchError(f"--cpu-per-host and --budget must be > 0 cores, got {share} and {budget}")
@@ -347,11 +355,13 @@ def main(argv: list[str] | None = None) -> int:
     load_avg = os.getloadavg()
     print(f"isolation: {os.cpu_count()} cores, load average {load_avg[0]:.2f} {load_avg[1]:.2f} {load_avg[2]:.2f} at "
           f"start; profile {args.profile}, {args.trials} trial(s) x (each host alone, all busy), {args.seconds:g} s "
-          f"windows; budget {budget:g} cores for the hosts")
+          f"windows; budget {budget:g} cores for the hosts; idle CPUs: {idle}")
     print(f"{'hosts':>5} {'share':>6} {'host':>4} {'alone ms/step':>13} {'busy ms/step':>12} {'busy/alone rate':>15} "
           f"{'alone spread':>12}")
     all_ratios = []
+    stack = contextlib.ExitStack()
     try:
+        stack.enter_context(cpu_idle.held(idle))
         for n in counts:
             each = min(share, budget / n)
             with in_use(f"bench.perf isolation ({n} hosts)"):
@@ -378,6 +388,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 1
     finally:
+        stack.close()
         if keep is not None:
             ensure(keep)
         else:

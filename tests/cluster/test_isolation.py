@@ -47,6 +47,7 @@ def test_isolation_benchmark_prints_a_finite_worst_ratio_last():
     rows = [line.split() for line in lines if re.match(r"\s+2\s+0\.36\s+[01]\s", line)]
     assert [r[2] for r in rows] == ["0", "1"], proc.stdout  # each host alone and busy at the emu profile's share
     assert suite_objects()["cgroups"] == [], "no cluster was up: the benchmark takes down the one it made"
+    assert "idle CPUs: poll" in lines[0]  # as the emu profile's runs
 
 
 def test_hosts_get_the_profile_share_a_cpu_straggler_a_smaller_one_and_down_removes_the_groups(tmp_path):
@@ -60,6 +61,7 @@ def test_hosts_get_the_profile_share_a_cpu_straggler_a_smaller_one_and_down_remo
     assert cpu["cpu_per_host"] == 0.36 and cpu["slow_mode"] == "cpu"
     assert cpu["share_by_rank"] == pytest.approx([0.36, 0.18]) and cpu["total_cores"] == pytest.approx(0.54)
     assert run.config["launch"]["slow_mode"] == "cpu" and run.config["launch"]["cpu_per_host"] == 0.36
+    assert run.system["cpu_idle"]["mode"] == "poll" and run.system["cpu_idle"]["held"] is True  # the emu profiles'
     # a slower host, not a sleeping loop: the straggler injected no delay
     assert (run.steps["injected_s"] == 0).all()
     cluster("down")
