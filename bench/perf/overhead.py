@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import os
 import tempfile
@@ -45,23 +46,29 @@ from pathlib import Path
 
 import torch
 
-from ..resolve import parse_set, resolve
+import pandas as pd
+
 from ..data import Shard, load_dataset
-from ..models import build_model, make_optimizer
-from . import fmt_ratio, median
 from ..layout import run_name
+from ..metrics.selection import timed_steps
+from ..metrics.throughput import window_throughput
+from ..metrics.timesplit import time_split as metrics_time_split
+from ..models import build_model, make_optimizer
+from ..resolve import parse_set, resolve
+from . import fmt_ratio, median
 from .horovod_knobs import HOROVOD_TUNING_VARS, format_timeline, parse_env, summarize_timeline
 
 SPLIT = ("step_ms", "compute_ms", "comm_ms", "wait_ms", "loop_ms")
 
 
 def _window(ends: list[float], samples: list[int], warmup: int) -> float:
-    """Samples/s over the timed window of one rank's step end times (bench.metrics.throughput's definition)."""
-    start = ends[warmup - 1] if warmup > 0 else None
-    if start is None:
+    """Samples/s over the timed window of one rank's step end times: the step records the loop would have written,
+    measured by :func:`bench.metrics.throughput.window_throughput` (the one definition)."""
+    if warmup < 1:
         raise ValueError("the plain loop needs warmup_steps >= 1 to open its timed window")
-    n = sum(s for e, s in zip(ends, samples) if e > start)
-    return n / (ends[-1] - start)
+    steps = pd.DataFrame({"rank": 0, "t": ends, "step_s": 0.0, "samples": samples,
+                          "warmup": [k < warmup for k in range(len(ends))]})
+    return window_throughput(steps, windows=0)["throughput"]
 
 
 def plain_loop(cfg) -> dict:
@@ -108,18 +115,20 @@ def _horovod_env(env: dict[str, str] | None):
 
 
 def time_split(run) -> dict[str, float]:
-    """Per-step split in ms from a run's records (mean over timed steps and worker ranks); ``loop_ms`` is the time
+    """Per-step split in ms of a run: compute / comm / wait as :func:`bench.metrics.timesplit.time_split` defines
+    them (mean over timed steps and worker ranks), ``step_ms`` the recorded step time, and ``loop_ms`` the time
     between the end of one step and the start of the next (the worker's recording and data iteration)."""
-    steps = run.steps
-    timed = steps[~steps["warmup"].astype(bool)]
-    out = {k: 1e3 * float(timed[k[:-3] + "_s"].mean()) for k in SPLIT if k != "loop_ms"}
+    split = metrics_time_split([run]).iloc[0]
+    timed = timed_steps(run.steps)
+    out = {"step_ms": 1e3 * float(timed["step_s"].mean()),
+           **{f"{k[:-2]}_ms": 1e3 * float(split[k]) for k in ("compute_s", "comm_s", "wait_s")}}
     loops = []
     for _, g in timed.groupby("rank"):
         g = g.sort_values("step")
         if len(g) > 1:
             loops.append(float((g["t"].diff() - g["step_s"]).iloc[1:].mean()))
     out["loop_ms"] = 1e3 * sum(loops) / len(loops) if loops else float("nan")
-    return out
+    return {k: out[k] for k in SPLIT}
 
 
 def cpu_busy(dt: float = 1.0) -> float:
@@ -173,9 +182,11 @@ def suite_run(algorithm: str, np: int, profile: str, overrides: dict, tmp: Path,
             "horovod_env": read_json(run_dir / "system.json").get("horovod_settings", {}).get("env", {})}
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m bench.perf overhead", description=__doc__.splitlines()[0])
-    ap.add_argument("--profile", default="laptop")
+    ap.add_argument("--profile", default="laptop", metavar="P[,P...]",
+                    help="training profile(s) of params.yaml, comma-separated: each is measured in turn and a summary "
+                         "per profile ends the output (default laptop)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--skip-ddp", action="store_true", help="leave out the sync / ddp comparison")
@@ -195,20 +206,38 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quiet-below", type=float, default=0.0, metavar="FRAC",
                     help="before each measurement wait until the machine's CPUs are less than FRAC busy (0: do not wait)")
     ap.add_argument("--quiet-max-wait", type=float, default=120.0, metavar="S", help="longest wait for quiet (s)")
-    args = ap.parse_args(argv)
+    return ap
+
+
+@dataclasses.dataclass
+class Plan:
+    """What one profile's measurement runs: the variants' settings (``--set`` overrides, raw environment), their
+    Horovod environment and wait, and the runs of a repeat ``(label, algorithm, np, variant)``."""
+
+    profile: str
+    ref: str
+    setups: dict[str, tuple[dict, dict]]
+    envs: dict[str, dict[str, str]]
+    waits: dict[str, float | None]
+    spins: dict[str, float]
+    cfg: object  # the plain loop's resolved configuration
+    overrides: dict
+    variants: list[tuple[str, str, int, str]]
+
+
+def plan(args, profile: str) -> Plan:
+    """The variants of ``args`` on ``profile``."""
     overrides = {"eval_every": 0, "save_model": False, **parse_set(args.set)}
     raw = parse_env(args.horovod_env)
     plain_overrides = {k: v for k, v in overrides.items() if k != "horovod" and not k.startswith("horovod.")}
     plain_overrides["horovod"] = {}  # Horovod's defaults: no setting, whatever the hardware profile chooses
     ref_overrides = {**plain_overrides, **parse_set(args.baseline_set)}  # the reference variant of --compare
-    if args.baseline_set and not args.compare:
-        raise SystemExit("error: --baseline-set names the reference variant of --compare; add --compare")
-    tuned_cfg = resolve("sync", np=1, profile=args.profile, hardware=args.hardware, overrides=overrides)
+    tuned_cfg = resolve("sync", np=1, profile=profile, hardware=args.hardware, overrides=overrides)
     tuned = {**tuned_cfg.launch.horovod.env(), **raw}
     # per variant: (--set overrides, raw environment)
     ref = "reference" if args.baseline_set else "default"  # the label of --compare's reference variant
     setups = {ref: (ref_overrides, {}), "tuned": (overrides, raw)}
-    ref_cfg = resolve("sync", np=1, profile=args.profile, hardware=args.hardware, overrides=ref_overrides)
+    ref_cfg = resolve("sync", np=1, profile=profile, hardware=args.hardware, overrides=ref_overrides)
     waits = {ref: ref_cfg.launch.horovod.wait_sleep_us,  # the suite's own setting: no HOROVOD_* variable
              "tuned": tuned_cfg.launch.horovod.wait_sleep_us}
     spins = {ref: ref_cfg.launch.horovod.wait_spin_us or 0, "tuned": tuned_cfg.launch.horovod.wait_spin_us or 0}
@@ -217,15 +246,6 @@ def main(argv: list[str] | None = None) -> int:
     envs = {name: (ref_cfg.launch.horovod.env() if name == ref else tuned) for name in setups}
     extra = [a for a in args.algorithms.split(",") if a]
     n_ = args.np_
-    cfg = resolve("sync", np=1, profile=args.profile, overrides=plain_overrides)
-    t = cfg.train
-    print(f"profile {args.profile}: {t.dataset}, {t.model}, batch {t.batch_size}, {t.optimizer}, warm-up {t.warmup_steps} steps, "
-          f"{args.repeats} repeats, threads/worker {t.threads}")
-    for name, env in envs.items():
-        print(f"Horovod settings [{name}] (hardware {args.hardware}): "
-              + (" ".join(f"{k}={v}" for k, v in env.items()) or "Horovod's defaults (no HOROVOD_* tuning variable set)")
-              + (f"; adaptive wait: polls {spins[name]:g} us, then sleeps up to {waits[name]:g} us" if waits[name]
-                 else "; Horovod's spinning wait"))
     variants: list[tuple[str, str, int, str]] = []  # (label, algorithm, np, env name)
     for name in envs:
         if not args.skip_np1:
@@ -233,35 +253,65 @@ def main(argv: list[str] | None = None) -> int:
         if not args.skip_ddp:
             variants += [(f"sync np={n_} [{name}]", "sync", n_, name), (f"ddp np={n_} [{name}]", "ddp", n_, name)]
         variants += [(f"{a} np={n_} [{name}]", a, n_, name) for a in extra]
+    cfg = resolve("sync", np=1, profile=profile, overrides=plain_overrides)
+    return Plan(profile, ref, setups, envs, waits, spins, cfg, overrides, variants)
+
+
+def describe(pl: Plan, args) -> None:
+    t = pl.cfg.train
+    print(f"profile {pl.profile}: {t.dataset}, {t.model}, batch {t.batch_size}, {t.optimizer}, warm-up {t.warmup_steps} "
+          f"steps, {args.repeats} repeats, threads/worker {t.threads}")
+    for name, env in pl.envs.items():
+        print(f"Horovod settings [{name}] (hardware {args.hardware}): "
+              + (" ".join(f"{k}={v}" for k, v in env.items()) or "Horovod's defaults (no HOROVOD_* tuning variable set)")
+              + (f"; adaptive wait: polls {pl.spins[name]:g} us, then sleeps up to {pl.waits[name]:g} us"
+                 if pl.waits[name] else "; Horovod's spinning wait"))
+
+
+def measure(pl: Plan, args) -> tuple[dict[str, list[dict]], dict[str, Path]]:
+    """Every variant once per repeat, interleaved; per label the repeats' measurements, and the timelines."""
     res: dict[str, list[dict]] = {}
     timelines: dict[str, Path] = {}
+
+    def quiet() -> dict:
+        if args.quiet_below <= 0:
+            return {}
+        busy, waited = wait_quiet(args.quiet_below, args.quiet_max_wait)
+        return {"busy_before": busy, "waited_s": waited}
+
     with tempfile.TemporaryDirectory(prefix="bench-perf-") as tmp:
         for i in range(args.repeats):  # interleave the variants so drifts in machine load hit all alike
-            def quiet() -> dict:
-                if args.quiet_below <= 0:
-                    return {}
-                busy, waited = wait_quiet(args.quiet_below, args.quiet_max_wait)
-                return {"busy_before": busy, "waited_s": waited}
-
             if not args.skip_np1:
                 q = quiet()
-                res.setdefault("plain loop", []).append({**plain_loop(cfg), **q})
-            for label, algo, n, name in variants:
+                res.setdefault("plain loop", []).append({**plain_loop(pl.cfg), **q})
+            for label, algo, n, name in pl.variants:
                 tl = None
                 if args.timeline:
                     Path(args.timeline).mkdir(parents=True, exist_ok=True)
-                    tl = Path(args.timeline) / f"{run_name(algo, n, f'{name}-r{i}')}.json"
+                    tl = Path(args.timeline) / f"{run_name(algo, n, f'{pl.profile}-{name}-r{i}')}.json"
                     timelines[label] = tl
-                sets, raw_env = setups[name]
+                sets, raw_env = pl.setups[name]
                 q = quiet()
-                res.setdefault(label, []).append({**suite_run(algo, n, args.profile, sets, Path(tmp), raw_env, tl, args.hardware), **q})
+                res.setdefault(label, []).append({**suite_run(algo, n, pl.profile, sets, Path(tmp), raw_env, tl,
+                                                              args.hardware), **q})
             print(f"  repeat {i + 1}: " + ", ".join(f"{k} {v[-1]['throughput']:.0f}" for k, v in res.items()), flush=True)
-    m = {k: {f: median([r[f] for r in v]) for f in v[0] if f != "horovod_env"} for k, v in res.items()}
+    return res, timelines
 
-    def paired(a: str, b: str) -> str:
-        """Per-repeat ratios a/b (the two measured minutes apart, so less exposed to drifts in load) and their median."""
-        rs = [x["throughput"] / y["throughput"] for x, y in zip(res[a], res[b])]
-        return f"per repeat {', '.join(f'{r:.3f}' for r in rs)}; median {median(rs):.3f}"
+
+def paired(res: dict[str, list[dict]], a: str, b: str) -> list[float]:
+    """Per-repeat ratios a/b (the two measured minutes apart, so less exposed to drifts in load)."""
+    return [x["throughput"] / y["throughput"] for x, y in zip(res[a], res[b])]
+
+
+def _paired_text(res: dict[str, list[dict]], a: str, b: str) -> str:
+    rs = paired(res, a, b)
+    return f"per repeat {', '.join(f'{r:.3f}' for r in rs)}; median {median(rs):.3f}"
+
+
+def report(pl: Plan, args, res: dict[str, list[dict]], timelines: dict[str, Path]) -> dict[str, dict]:
+    """Print the medians, time splits and ratios of one profile; returns the medians per label."""
+    m = {k: {f: median([r[f] for r in v]) for f in v[0] if f != "horovod_env"} for k, v in res.items()}
+    n_, ref = args.np_, pl.ref
     width = max(len(k) for k in m)
     print(f"\n{'':{width}s} {'samples/s':>10s}  {'step':>7s} {'compute':>7s} {'comm':>7s} {'wait':>7s} {'loop':>7s}"
           f"   (medians of {args.repeats}; ms per step, mean over timed steps and ranks)")
@@ -271,36 +321,70 @@ def main(argv: list[str] | None = None) -> int:
         busy = f"  (machine busy before: {r['busy_before']:.0%})" if "busy_before" in r else ""
         print(f"{k:{width}s} {r['throughput']:10.1f}  {split}{busy}")
     print()
-    for name in envs:
+    for name in pl.envs:
         if not args.skip_np1:
             s1, h1 = m[f"sync np=1 [{name}]"]["throughput"], m[f"harness np=1 [{name}]"]["throughput"]
             plain = m["plain loop"]["throughput"]
             print(f"[{name}] sync np=1 / plain loop   = {fmt_ratio(s1, plain)}  (target >= 0.97)  "
                   f"= harness/plain {fmt_ratio(h1, plain)} x sync/harness {fmt_ratio(s1, h1)}  "
-                  f"({paired(f'sync np=1 [{name}]', 'plain loop')})")
+                  f"({_paired_text(res, f'sync np=1 [{name}]', 'plain loop')})")
         if not args.skip_ddp:
             print(f"[{name}] sync np={n_} / ddp np={n_}     = "
                   f"{fmt_ratio(m[f'sync np={n_} [{name}]']['throughput'], m[f'ddp np={n_} [{name}]']['throughput'])}  (target >= 0.98)  "
-                  f"({paired(f'sync np={n_} [{name}]', f'ddp np={n_} [{name}]')})")
+                  f"({_paired_text(res, f'sync np={n_} [{name}]', f'ddp np={n_} [{name}]')})")
     if args.compare and not args.skip_ddp:  # ddp issues no Horovod collective per step: its best may be the other setting
         for a, b in (("tuned", ref), (ref, "tuned")):
             sa, db = f"sync np={n_} [{a}]", f"ddp np={n_} [{b}]"
-            print(f"{sa} / {db} = {fmt_ratio(m[sa]['throughput'], m[db]['throughput'])}  ({paired(sa, db)})")
+            print(f"{sa} / {db} = {fmt_ratio(m[sa]['throughput'], m[db]['throughput'])}  ({_paired_text(res, sa, db)})")
     if args.compare:
-        for label, algo, n, name in variants:
+        for label, algo, n, name in pl.variants:
             if name == "tuned":
                 base = label.replace("[tuned]", f"[{ref}]")
                 print(f"tuned / {ref}, {label[:-8]:16s}: {fmt_ratio(m[label]['throughput'], m[base]['throughput'])}  "
-                      f"({paired(label, base)})")
-    for name in envs:  # what the jobs' processes got, as their system.json records it
+                      f"({_paired_text(res, label, base)})")
+    for name in pl.envs:  # what the jobs' processes got, as their system.json records it
         got = {k: v for r in res.values() for x in r if "horovod_env" in x for k, v in x["horovod_env"].items()
-               if k in HOROVOD_TUNING_VARS} if name == "tuned" or len(envs) == 1 else None
+               if k in HOROVOD_TUNING_VARS} if name == "tuned" or len(pl.envs) == 1 else None
         if got is not None:
             print(f"HOROVOD_* tuning variables the jobs got (system.json): {got or '(none)'}")
     for label, path in timelines.items():
         if path.exists():
             print(f"\ntimeline of {label} (last repeat):\n" + format_timeline(summarize_timeline(path, skip_s=1.0)))
+    return m
+
+
+def summary_rows(pl: Plan, args, res: dict[str, list[dict]]) -> list[str]:
+    """One line per variant of the profile: sync/ddp (median of the per-repeat ratios) and, with --compare, the
+    tuned variant's sync over the reference's."""
+    n_, rows = args.np_, []
+    if args.skip_ddp:
+        return rows
+    for name in pl.envs:
+        rows.append(f"{pl.profile:>14s}  sync/ddp np={n_} [{name}] {median(paired(res, f'sync np={n_} [{name}]', f'ddp np={n_} [{name}]')):.3f}")
+    if args.compare:
+        rows.append(f"{pl.profile:>14s}  sync np={n_} [tuned] / [{pl.ref}] "
+                    f"{median(paired(res, f'sync np={n_} [tuned]', f'sync np={n_} [{pl.ref}]')):.3f}")
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.baseline_set and not args.compare:
+        raise SystemExit("error: --baseline-set names the reference variant of --compare; add --compare")
+    profiles = [p for p in args.profile.split(",") if p]
+    plans = [plan(args, p) for p in profiles]  # every profile resolved (and refused) before anything runs
+    out, rows = {}, []
+    for pl in plans:
+        describe(pl, args)
+        res, timelines = measure(pl, args)
+        m = report(pl, args, res, timelines)
+        rows += summary_rows(pl, args, res)
+        out[pl.profile] = {"profile": pl.profile, "overrides": pl.overrides, "envs": pl.envs, "repeats": res,
+                           "medians": m}
+        if len(plans) > 1:
+            print()
+    if len(plans) > 1 and rows:
+        print("per profile, medians of the per-repeat ratios:\n" + "\n".join(rows))
     if args.json:
-        Path(args.json).write_text(json.dumps({"profile": args.profile, "overrides": overrides, "envs": envs,
-                                               "repeats": res, "medians": m}, indent=1))
+        Path(args.json).write_text(json.dumps(out[profiles[0]] if len(profiles) == 1 else out, indent=1))
     return 0

@@ -1,0 +1,38 @@
+"""``python -m bench.perf overhead`` measures with the suite's own metric definitions (bench.metrics.throughput and
+bench.metrics.timesplit), not second copies: the plain loop's window and a run's time split, on known records."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from bench.perf.overhead import _window, time_split
+from bench.results import Run
+
+
+def test_plain_loop_window_counts_the_samples_after_the_warmup_over_its_span():
+    # 2 warm-up steps end at 1 and 2 s; 3 timed steps of 10 samples end at 3, 4 and 5 s: 30 samples in 3 s
+    assert _window([1.0, 2.0, 3.0, 4.0, 5.0], [10] * 5, warmup=2) == pytest.approx(10.0)
+    assert _window([1.0, 2.0, 2.5, 3.0], [8, 8, 8, 16], warmup=1) == pytest.approx(32 / 2.0)
+    with pytest.raises(ValueError, match="warmup_steps >= 1"):
+        _window([1.0, 2.0], [10, 10], warmup=0)
+
+
+def test_time_split_is_the_metrics_split_plus_step_and_loop_time():
+    rows = []
+    for rank in (0, 1):
+        t = 0.0
+        for step in range(5):
+            t += 0.010 + 0.002  # 10 ms step, then 2 ms of loop before the next one
+            rows.append({"rank": rank, "step": step, "t": t, "step_s": 0.010, "compute_s": 0.006 + 0.001 * rank,
+                         "comm_s": 0.003, "wait_s": 0.001 - 0.001 * rank, "samples": 32, "warmup": step == 0})
+    run = Run(path=Path("r"), config={"algorithm": "sync", "launch": {"np": 2, "hardware": "local"}, "study": "s",
+                                      "tag": "", "profile": "tiny"},
+              system={}, summary={"status": "ok"}, steps=pd.DataFrame(rows), evals=pd.DataFrame())
+    split = time_split(run)
+    assert list(split) == ["step_ms", "compute_ms", "comm_ms", "wait_ms", "loop_ms"]
+    assert split["step_ms"] == pytest.approx(10.0)
+    assert split["compute_ms"] == pytest.approx(6.5) and split["comm_ms"] == pytest.approx(3.0)
+    assert split["wait_ms"] == pytest.approx(0.5) and split["loop_ms"] == pytest.approx(2.0)
