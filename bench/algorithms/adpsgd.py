@@ -27,14 +27,14 @@ Inferred (the paper states a lock per worker and an atomic averaging, not how th
   x̂, applies its optimizer step and copies its buffers; its service thread holds it from receiving
   x_i to assigning the average; snapshots (evaluation) are taken under it;
 - a **service thread** per passive worker (started in :meth:`setup`) serves the averaging requests
-  on its own process group (:meth:`bench.comm.p2p.P2P.channel`), so an active waits only for that
+  on a channel of its own (:meth:`bench.comm.Comm.pairwise`), so an active waits only for that
   thread (and a lock held for one optimizer step), never for the passive's computation. A passive
   computes its gradient on a private copy of its model (autograd forbids changing the parameters
   between forward and backward);
 - the **partner choice**: uniform over the passive neighbours, seeded (``seed``/adpsgd/rank);
-- the exchange: active sends [MAGIC, AVG, rank, step] then x_i; the service thread, holding the lock,
-  receives x_i, sends x_j, and both assign (x_active + x_passive)/2 computed in that operand order,
-  so both hold the **bit-identical** average;
+- the exchange (its wire protocol is :mod:`bench.comm.pairwise`): active sends [MAGIC, AVG, rank, step]
+  then x_i; the service thread, holding the lock, receives x_i, sends x_j, and both assign
+  (x_active + x_passive)/2 computed in that operand order, so both hold the **bit-identical** average;
 - **termination**: in :meth:`finalize` each active sends [MAGIC, DONE, rank, steps] to every passive
   neighbour; a service thread exits once all its active neighbours are done, and the passive's
   :meth:`finalize` joins it. Every receive has a timeout (``recv_timeout_s``): a dead or silent peer
@@ -53,13 +53,9 @@ from dataclasses import dataclass
 import torch
 
 from .. import BenchError, vectors
-from ..comm.p2p import P2PTimeout, source_rank, wait_for
+from ..comm import CommTimeout
 from ..topology import Bipartite
 from .base import Algorithm, StepStats
-
-MAGIC = 0x41445047  # "ADPG"
-AVG, DONE = 1, 2
-HDR, DATA, REPLY = 61, 62, 63  # tags on the averaging channel
 
 
 class ADPSGD(Algorithm):
@@ -93,14 +89,14 @@ class ADPSGD(Algorithm):
         self.neighbours = self.graph.out_peers(rank) if n > 1 else []
         self.active = self.graph.is_active(rank)
         self.timeout_s = self.p.recv_timeout_s
-        self.chan = None
+        self.pairs = None
         self.error: BaseException | None = None
         self.thread: threading.Thread | None = None
         self.last_partner: int | None = None
         self.served_bytes = 0  # passive: bytes its service thread sent since its last step (reported by the step)
         if not self.neighbours:
             return
-        self.chan = self.comm.p2p(self.timeout_s).channel()  # comm: collective, every rank
+        self.pairs = self.comm.pairwise(self.timeout_s, label="adpsgd")  # comm: collective, every rank
         if self.active:
             self.rng = random.Random(f"{self.ctx.cfg.train.seed}/adpsgd/{rank}")
         else:
@@ -109,23 +105,15 @@ class ADPSGD(Algorithm):
             self.thread.start()
 
     # -- active side -----------------------------------------------------------------------
-    def _header(self, kind: int, step: int) -> torch.Tensor:
-        return torch.tensor([MAGIC, kind, self.comm.rank, step], dtype=torch.int64)
-
     def average_with(self, partner: int) -> int:
         """x_i, x_j ← (x_i + x_j)/2 with passive ``partner`` (served by its thread); returns bytes sent."""
         mine = vectors.flat(self.params)
-        theirs = torch.empty_like(mine)
-        what = f"rank {self.comm.rank}: averaging with passive rank {partner}"
         with self.ctx.timer.comm():
-            reply = self.chan.irecv(theirs, src=partner, tag=REPLY)  # comm: post the receive first
-            wait_for(self.chan.isend(self._header(AVG, self.t), partner, tag=HDR), self.timeout_s, what)  # comm:
-            wait_for(self.chan.isend(mine, partner, tag=DATA), self.timeout_s, what)  # comm:
-            wait_for(reply, self.timeout_s, what)  # comm: x_j
+            theirs = self.pairs.swap(partner, mine, self.t)  # comm: x_i to the partner, x_j back
         vectors.assign_(self.params, (mine + theirs) / 2)  # (x_active + x_passive)/2, the passive's operand order
         self.averagings += 1
         self.last_partner = partner
-        return mine.numel() * mine.element_size() + 4 * 8
+        return mine.numel() * mine.element_size() + self.pairs.header_bytes
 
     # -- passive side ----------------------------------------------------------------------
     def _serve_guarded(self) -> None:
@@ -136,30 +124,12 @@ class ADPSGD(Algorithm):
 
     def _serve(self) -> None:
         """Serve averaging requests until every active neighbour has sent DONE (the service thread)."""
-        pending = set(self.neighbours)
-        hdr = torch.zeros(4, dtype=torch.int64)
         theirs = torch.empty(self.numel, dtype=self.params[0].dtype)
-        me = self.comm.rank
-        while pending:
-            work = self.chan.irecv(hdr, src=None, tag=HDR)  # comm: a request from any active
-            try:
-                wait_for(work, self.timeout_s, f"rank {me} (passive)")
-            except P2PTimeout as e:
-                raise P2PTimeout(f"adpsgd: passive rank {me} heard from no active within {self.timeout_s:g} s; "
-                                 f"actives not done: {sorted(pending)}; {e}") from e
-            src = source_rank(work)
-            magic, kind, sender, _ = hdr.tolist()
-            if magic != MAGIC or sender != src or src not in pending or kind not in (AVG, DONE):
-                raise RuntimeError(f"adpsgd: passive rank {me}: bad request {hdr.tolist()} from rank {src} "
-                                   f"(active neighbours not done: {sorted(pending)})")
-            if kind == DONE:
-                pending.discard(src)
-                continue
-            what = f"adpsgd: passive rank {me}: averaging requested by rank {src}"
+        for src in self.pairs.requests(self.neighbours):  # comm: a request from any active, until all are done
             with self.lock:
-                wait_for(self.chan.irecv(theirs, src=src, tag=DATA), self.timeout_s, what)  # comm: x_i
+                self.pairs.receive(src, theirs)  # comm: x_i
                 mine = vectors.flat(self.params)
-                wait_for(self.chan.isend(mine, src, tag=REPLY), self.timeout_s, what)  # comm: x_j
+                self.pairs.reply(src, mine)  # comm: x_j
                 vectors.assign_(self.params, (theirs + mine) / 2)  # (x_active + x_passive)/2
                 self.averagings += 1
                 self.served_bytes += mine.numel() * mine.element_size()
@@ -170,7 +140,7 @@ class ADPSGD(Algorithm):
 
     # -- the step --------------------------------------------------------------------------
     def step(self, x, y) -> StepStats:
-        if self.chan is None:  # a single worker: plain local SGD
+        if self.pairs is None:  # a single worker: plain local SGD
             return self.local_step(x, y)
         if self.active:
             stats = self.forward_backward(x, y)  # g at x̂ = x_i
@@ -205,16 +175,14 @@ class ADPSGD(Algorithm):
             return super().snapshot()
 
     def finalize(self) -> None:
-        if self.chan is None:
+        if self.pairs is None:
             return
         if self.active:
-            for j in self.neighbours:  # tell every passive neighbour this active is done
-                wait_for(self.chan.isend(self._header(DONE, self.t), j, tag=HDR), self.timeout_s,  # comm:
-                         f"adpsgd: rank {self.comm.rank}: DONE to passive rank {j}")
+            self.pairs.done(self.neighbours, self.t)  # comm: tell every passive neighbour this active is done
             return
         self.thread.join(self.timeout_s * 2)
         if self.thread.is_alive():
-            raise P2PTimeout(f"adpsgd: the service thread of passive rank {self.comm.rank} did not finish")
+            raise CommTimeout(f"adpsgd: the service thread of passive rank {self.comm.rank} did not finish")
         self._check_service()
 
     def stats(self) -> dict:

@@ -130,9 +130,8 @@ class PSAlgorithm(Algorithm):
     def setup(self, model, optimizer):
         super().setup(model, optimizer)
         self.comm.broadcast_parameters(model.state_dict(), root=0)  # comm: θ̃₀ = θᵏ₀ on every rank
-        if self.comm.p2p_backend == "auto":  # receive-from-any needs gloo; GPU tensors are staged through host memory
-            self.comm.p2p_backend = "gloo"
-        self.comm.p2p(self.p.recv_timeout_s)  # comm: open the point-to-point transport
+        self.comm.use_any_source_backend()  # the server receives from any rank: gloo when p2p_backend is auto
+        p2p = self.comm.p2p(self.p.recv_timeout_s)  # comm: open the point-to-point transport
         from ..comm.ps import PSClient, PSServer
 
         self.params = list(model.parameters())
@@ -145,11 +144,10 @@ class PSAlgorithm(Algorithm):
             self.snapshots: list[tuple[dict, dict]] = []
             self.server = PSServer(self.flat(), list(range(self.ctx.num_workers)), self.server_rule,
                                    keep_pulled=self.keep_pulled, timeout_s=self.p.recv_timeout_s,
-                                   buffers_numel=vectors.numel(self.buffers), on_snapshot=self._keep_centre)
+                                   buffers_numel=vectors.numel(self.buffers), on_snapshot=self._keep_centre, p2p=p2p)
         else:
-            self.client = PSClient(self.comm.rank, self.server_rank, self.numel, timeout_s=self.p.recv_timeout_s)
+            self.client = PSClient(self.comm.rank, self.server_rank, self.numel, timeout_s=self.p.recv_timeout_s, p2p=p2p)
             self._buf = torch.empty(self.numel, dtype=torch.float32)
-            self._snap_sends: list = []
 
     def is_server(self) -> bool:
         return self.comm.rank >= self.ctx.num_workers
@@ -207,7 +205,7 @@ class PSAlgorithm(Algorithm):
         if self.is_server():  # the final centre (after serve), with the buffers rank 0 sent with DONE
             return self._centre_snapshot(self.server.centre, self.server.buffers)
         if self.comm.rank == 0 and not self._done:
-            self._snap_sends += self.client.snapshot(self.t, self._buffers_vector())  # comm: never waits
+            self.client.snapshot(self.t, self._buffers_vector())  # comm: never waits
         return None
 
     def own_snapshots(self):
@@ -216,10 +214,7 @@ class PSAlgorithm(Algorithm):
     def finalize(self) -> None:
         if not self.is_server() and not self._done:
             self.flush()
-            for work, _ in self._snap_sends:
-                work.wait()  # comm: the SNAP messages left long ago; release them
-            self._snap_sends = []
-            self.client.done(self._buffers_vector() if self.comm.rank == 0 else None)  # comm: the server stops once every worker is done
+            self.client.done(self._buffers_vector() if self.comm.rank == 0 else None)  # comm: releases the SNAP messages; the server stops once every worker is done
         self._done = True
 
     def stats(self) -> dict:

@@ -1,10 +1,14 @@
-"""The only code that talks to Horovod (and to the point-to-point transport).
+"""The only code that talks to Horovod and to the point-to-point transport.
 
 Algorithms receive a :class:`Comm` and never import horovod or torch.distributed.
 Horovod gives rank, size and every collective. Horovod has no point-to-point, so
 :meth:`Comm.p2p` opens a second, real transport inside the same horovodrun job:
-``torch.distributed`` (gloo on CPU, NCCL on GPU) initialised from Horovod's rank and size
-(see :mod:`bench.comm.p2p`).
+``torch.distributed`` (gloo on CPU, NCCL on GPU) initialised from Horovod's rank and size.
+Point-to-point communication is one API, :mod:`bench.comm.p2p` (:class:`~bench.comm.p2p.P2P`,
+the bounded wait :func:`~bench.comm.p2p.wait_for`), with one timeout error, :class:`CommTimeout`;
+the protocols built on it are :mod:`bench.comm.ps` (the parameter server) and
+:mod:`bench.comm.pairwise` (atomic pairwise exchanges, :meth:`Comm.pairwise`). A caller that
+receives from any rank asks for a transport that can (:meth:`Comm.use_any_source_backend`).
 """
 
 from __future__ import annotations
@@ -20,6 +24,12 @@ FIRST_SLEEP_S = 5e-6
 """The adaptive wait's first sleep (``Comm.wait_sleeping``); later sleeps double up to ``wait_sleep_us``."""
 
 _PR_SET_TIMERSLACK = 29  # prctl(2)
+
+
+class CommTimeout(RuntimeError):
+    """A point-to-point message did not complete within its timeout (the peer died or went silent, or its
+    connection closed): the one timeout error of :mod:`bench.comm` (raised by :func:`bench.comm.p2p.wait_for`
+    and by the protocols built on it)."""
 
 
 def _fine_timer_slack(ns: int = 1000) -> None:
@@ -173,6 +183,14 @@ class Comm:
             return "127.0.0.1"  # single host: bind to loopback only
         return socket.gethostbyname(socket.gethostname())
 
+    def use_any_source_backend(self) -> None:
+        """The caller receives from any rank (a parameter server, a passive gossip worker), which NCCL cannot: with
+        ``p2p_backend`` auto the transport opens with gloo, also on GPU (GPU tensors are staged through host memory).
+        Call it before the transport opens (:meth:`p2p`); an explicit backend is left as it is (validation refuses
+        nccl for such algorithms before launch)."""
+        if self.p2p_backend == "auto":
+            self.p2p_backend = "gloo"
+
     def backend(self) -> str:
         if self.p2p_backend != "auto":
             return self.p2p_backend
@@ -207,8 +225,16 @@ class Comm:
             from .p2p import P2P
 
             self.init_torch_distributed(timeout_s)
-            self._p2p = P2P(self)
+            self._p2p = P2P(self.rank, self.size)
         return self._p2p
+
+    def pairwise(self, timeout_s: float = 300.0, label: str = "pairwise"):
+        """A new channel for atomic pairwise exchanges of vectors (:class:`bench.comm.pairwise.PairwiseChannel`) on a
+        process group of its own (gloo), so that a service thread can use it beside the main thread's transport.
+        Collective: every rank calls it, in the same order. ``label`` prefixes its error messages."""
+        from .pairwise import PairwiseChannel
+
+        return PairwiseChannel(self.p2p(timeout_s).channel(), timeout_s, label)  # comm: a new process group
 
 
 def _loopback_interface() -> str:

@@ -1,19 +1,23 @@
-"""Point-to-point transport: raw tensors over ``torch.distributed`` inside the horovodrun job.
+"""Point-to-point communication: the one API for sending tensors between two ranks of the horovodrun job.
 
 Horovod has no point-to-point (its maintainers declined it), so parameter-server and gossip
-algorithms use this second transport, initialised from Horovod's rank and size by
-:meth:`bench.comm.Comm.p2p`. Only tensors travel (no pickled objects off the wire); a
+algorithms use a second transport, ``torch.distributed`` initialised from Horovod's rank and size
+by :meth:`bench.comm.Comm.p2p`. This module is the only code that sends or receives on it; the
+protocols built on it (:mod:`bench.comm.ps`, the parameter server; :mod:`bench.comm.pairwise`,
+AD-PSGD's pairwise averaging) go through :class:`P2P` and :func:`wait_for`, never through
+``torch.distributed`` themselves. Only tensors travel (no pickled objects off the wire); a
 receiver always supplies the buffer, so the shape and dtype it accepts are fixed by the
 receiver, never by the sender.
 
-:meth:`P2P.exchange` is the one gossip primitive (SGP, AD-PSGD, FAST): post every receive and send
+:meth:`P2P.exchange` is the one gossip primitive (SGP, FAST): post every receive and send
 of a round together as one batch (``torch.distributed.batch_isend_irecv``), which NCCL needs to pair
 a send and a receive with the same peer without deadlock and gloo runs as separate operations.
 
 :meth:`P2P.channel` opens a second, independent channel over all ranks (its own process group,
 created collectively), for a background thread that must not share a group with the main thread
-(AD-PSGD's passive service); :func:`wait_for` waits on a handle with a timeout and raises
-:class:`P2PTimeout` instead of hanging when the peer died or went silent.
+(AD-PSGD's passive service). :func:`wait_for` is the one bounded wait: it waits on a handle with a
+timeout and raises :class:`bench.comm.CommTimeout` (the one timeout error of ``bench.comm``) instead
+of hanging when the peer died or went silent.
 """
 
 from __future__ import annotations
@@ -23,41 +27,44 @@ import datetime
 import torch
 import torch.distributed as dist
 
+from . import CommTimeout
 
-class P2PTimeout(RuntimeError):
-    """A point-to-point message did not complete within its timeout (the peer died or went silent)."""
+__all__ = ["CommTimeout", "Exchange", "P2P", "source_rank", "wait_for"]
 
 
 def wait_for(work, timeout_s: float, what: str) -> None:
     """Wait for a handle of :meth:`P2P.isend` / :meth:`P2P.irecv` at most ``timeout_s`` seconds; raise
-    :class:`P2PTimeout` naming ``what`` otherwise (gloo also raises on a closed connection)."""
+    :class:`CommTimeout` naming ``what`` otherwise (gloo also raises on a closed connection)."""
     try:
         work.wait(datetime.timedelta(seconds=timeout_s))  # comm:
     except RuntimeError as e:
-        raise P2PTimeout(f"{what}: no completion within {timeout_s:g} s ({e})".strip()) from e
+        raise CommTimeout(f"{what}: no completion within {timeout_s:g} s ({e})".strip()) from e
 
 
 def source_rank(work) -> int:
-    """The sender of a completed receive-from-any (``irecv`` with ``src=None``)."""
+    """The sender of a completed receive-from-any (``irecv`` with ``src=None``; what ``dist.recv`` uses)."""
     return work._source_rank()
 
 
 class P2P:
-    """Blocking and non-blocking send/receive of tensors between ranks."""
+    """Blocking and non-blocking send/receive of tensors between ranks, on one process group."""
 
-    def __init__(self, comm, group=None):
-        self.rank = comm.rank
-        self.size = comm.size
+    def __init__(self, rank: int, size: int, group=None):
+        self.rank = rank
+        self.size = size
         self.group = group  # None: the default process group
+
+    @classmethod
+    def default(cls) -> "P2P":
+        """The channel on the default process group (the one :meth:`bench.comm.Comm.p2p` opens), for a protocol
+        object made without one."""
+        return cls(dist.get_rank(), dist.get_world_size())
 
     def channel(self, backend: str = "gloo") -> "P2P":
         """A new channel over all ranks with its own process group: its messages never match this one's, and
         one thread per process may use it while another uses this one. Collective: every rank calls it, in the
         same order."""
-        sub = P2P.__new__(P2P)
-        sub.rank, sub.size = self.rank, self.size
-        sub.group = dist.new_group(backend=backend)  # comm:
-        return sub
+        return P2P(self.rank, self.size, dist.new_group(backend=backend))  # comm:
 
     def _check_peer(self, peer: int | None) -> None:
         if peer is not None and not (0 <= peer < self.size and peer != self.rank):
@@ -73,12 +80,13 @@ class P2P:
         return dist.recv(buffer, src=src, tag=tag, group=self.group)  # comm:
 
     def isend(self, tensor: torch.Tensor, dst: int, tag: int = 0):
-        """Non-blocking send; returns a work handle with ``wait()`` and ``is_completed()``."""
+        """Non-blocking send; returns a work handle with ``wait()`` and ``is_completed()`` (wait with :func:`wait_for`)."""
         self._check_peer(dst)
         return dist.isend(tensor.contiguous(), dst=dst, tag=tag, group=self.group)  # comm:
 
     def irecv(self, buffer: torch.Tensor, src: int | None = None, tag: int = 0):
-        """Non-blocking receive into ``buffer``; returns a work handle."""
+        """Non-blocking receive into ``buffer`` (from ``src``, or from any rank when None: the sender is then
+        :func:`source_rank`); returns a work handle."""
         self._check_peer(src)
         return dist.irecv(buffer, src=src, tag=tag, group=self.group)  # comm:
 

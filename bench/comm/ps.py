@@ -1,5 +1,8 @@
 """A real asynchronous parameter server over the point-to-point transport (raw tensors only).
 
+Its messages travel through :class:`bench.comm.p2p.P2P` (the channel :meth:`bench.comm.Comm.p2p` opened,
+given to :class:`PSServer` / :class:`PSClient`), and every wait is :func:`bench.comm.p2p.wait_for`.
+
 Placement: the server is a **dedicated rank** of the horovodrun job (the last rank; ``--np``
 counts workers, so a PS run launches np + 1 processes). It holds the centre variable θ̃ as
 one flat float32 vector and applies every commit the moment it arrives, with no barrier
@@ -45,18 +48,19 @@ the buffer keeps what it held) and aborts the process on a longer one, so each r
 :data:`SPARE` elements longer than the message it expects, filled with a sentinel where the message must
 end: a short message leaves the sentinel in its last element, a long one (up to ``SPARE`` elements too
 long) overwrites the first spare one; both are refused naming the sender, never an abort. Receives have a timeout: a worker that dies or goes silent ends
-the server with a :class:`PSTimeout` naming the ranks that had not finished, never a hang.
+the server with a :class:`bench.comm.CommTimeout` naming the ranks that had not finished, never a hang.
 """
 
 from __future__ import annotations
 
-import datetime
 import math
 import time
 from typing import Callable
 
 import torch
-import torch.distributed as dist
+
+from . import CommTimeout
+from .p2p import P2P, source_rank, wait_for
 
 MAGIC = 0x50535631  # "PSV1"
 PULL, COMMIT, DONE, SNAP = 1, 2, 3, 4
@@ -74,17 +78,6 @@ UpdateRule = Callable[[torch.Tensor, torch.Tensor, int, int, "torch.Tensor | Non
 
 class PSProtocolError(RuntimeError):
     """A message the server does not accept."""
-
-
-class PSTimeout(RuntimeError):
-    """No message within the receive timeout."""
-
-
-def _wait(work, timeout_s: float, what: str) -> None:
-    try:
-        work.wait(datetime.timedelta(seconds=timeout_s))  # comm:
-    except RuntimeError as e:  # gloo: timeout or a closed connection
-        raise PSTimeout(f"{what}: {e}".strip()) from e
 
 
 def check_header(h: list[int], src: int, workers: set[int], numel: int, clock: int, buffers_numel: int = 0) -> None:
@@ -159,10 +152,13 @@ class PSServer:
     """Serve ``centre`` to ``workers`` until each has sent DONE; apply commits with ``rule``.
 
     ``on_snapshot(step, centre, buffers)`` is called for every SNAP (``buffers``: the float32 vector
-    sent with it, or None); the last buffers received (SNAP or DONE) are kept in ``self.buffers``."""
+    sent with it, or None); the last buffers received (SNAP or DONE) are kept in ``self.buffers``. ``p2p``: the
+    channel to serve on (default: the default process group's)."""
 
     def __init__(self, centre: torch.Tensor, workers: list[int], rule: UpdateRule, keep_pulled: bool = False,
-                 timeout_s: float = 120.0, buffers_numel: int = 0, on_snapshot: Callable | None = None):
+                 timeout_s: float = 120.0, buffers_numel: int = 0, on_snapshot: Callable | None = None,
+                 p2p: P2P | None = None):
+        self.p2p = p2p if p2p is not None else P2P.default()
         self.centre = centre.detach().clone().contiguous()
         self.numel = self.centre.numel()
         self.workers = set(workers)
@@ -186,7 +182,7 @@ class PSServer:
             return None
         buf = payload_buffer(n)
         arm(buf, n)
-        _wait(dist.irecv(buf, src=src, tag=DATA), self.timeout_s, f"buffers from rank {src}")  # comm:
+        wait_for(self.p2p.irecv(buf, src=src, tag=DATA), self.timeout_s, f"buffers from rank {src}")  # comm:
         self.buffers = received_payload(buf, n, src, "buffers")
         return self.buffers
 
@@ -194,14 +190,14 @@ class PSServer:
         pending = set(self.workers)
         while pending:
             self._hdr.fill_(HEADER_SENTINEL)
-            work = dist.irecv(self._hdr, src=None, tag=HDR)  # comm: a header from any worker
+            work = self.p2p.irecv(self._hdr, src=None, tag=HDR)  # comm: a header from any worker
             try:
-                _wait(work, self.timeout_s, "parameter server")
-            except PSTimeout as e:
+                wait_for(work, self.timeout_s, "parameter server")
+            except CommTimeout as e:
                 now = time.time()
                 silent = ", ".join(f"rank {w} (last heard {now - self.last_heard[w]:.1f} s ago)" for w in sorted(pending))
-                raise PSTimeout(f"no message within {self.timeout_s:g} s; workers not done: {silent}; {e}") from e
-            src = work._source_rank()  # the sender of a receive-from-any (what dist.recv uses)
+                raise CommTimeout(f"no message within {self.timeout_s:g} s; workers not done: {silent}; {e}") from e
+            src = source_rank(work)
             h = received_header(self._hdr, src)
             check_header(h, src, self.workers, self.numel, self.clock, self.buffers_numel)
             if src not in pending:
@@ -221,7 +217,8 @@ class PSServer:
             tau = 0
             if kind == COMMIT:
                 arm(self._payload, self.numel)
-                _wait(dist.irecv(self._payload, src=src, tag=DATA), self.timeout_s, f"payload from rank {src}")  # comm:
+                wait_for(self.p2p.irecv(self._payload, src=src, tag=DATA), self.timeout_s,  # comm:
+                         f"payload from rank {src}")
                 payload = received_payload(self._payload, self.numel, src, "commit")
                 tau = self.clock - wclock
                 if self.rule(self.centre, payload, tau, src, self.pulled.get(src)):
@@ -231,10 +228,10 @@ class PSServer:
                 self.served_at[src].append(time.time())
                 self.taus.append(tau)
             reply = torch.tensor([self.clock, tau, self.commits], dtype=torch.int64)
-            dist.send(reply, dst=src, tag=REPLY)  # comm:
+            self.p2p.send(reply, src, tag=REPLY)  # comm:
             if kind == PULL or flags & F_PULL:
                 self.pulls += 1
-                dist.send(self.centre, dst=src, tag=CENTRE)  # comm:
+                self.p2p.send(self.centre, src, tag=CENTRE)  # comm:
                 if self.keep_pulled and flags & F_SNAPSHOT:
                     self.pulled.setdefault(src, torch.empty_like(self.centre)).copy_(self.centre)
 
@@ -256,10 +253,13 @@ class PSServer:
 
 
 class PSClient:
-    """A worker's end: pull the centre, commit a vector, say done."""
+    """A worker's end: pull the centre, commit a vector, say done. ``p2p``: the channel to the server (default: the
+    default process group's)."""
 
-    def __init__(self, rank: int, server: int, numel: int, timeout_s: float = 120.0):
+    def __init__(self, rank: int, server: int, numel: int, timeout_s: float = 120.0, p2p: P2P | None = None):
         self.rank, self.server, self.numel, self.timeout_s = rank, server, numel, timeout_s
+        self.p2p = p2p if p2p is not None else P2P.default()
+        self._sent: list = []  # (handle, tensor) of the SNAP messages sent without waiting, released by done()
         self._reply = torch.zeros(REPLY_LEN, dtype=torch.int64)
         self.clock = 0  # server clock returned by the last window-starting pull
         self.header_bytes = HEADER_LEN * 8
@@ -268,14 +268,14 @@ class PSClient:
         return torch.tensor([MAGIC, kind, self.rank, clock, numel, flags], dtype=torch.int64)
 
     def _exchange(self, header: torch.Tensor, payload: torch.Tensor | None, into: torch.Tensor | None) -> tuple[int, int]:
-        rw = dist.irecv(self._reply, src=self.server, tag=REPLY)  # comm: post the receives first
-        cw = dist.irecv(into, src=self.server, tag=CENTRE) if into is not None else None  # comm:
-        dist.send(header, dst=self.server, tag=HDR)  # comm:
+        rw = self.p2p.irecv(self._reply, src=self.server, tag=REPLY)  # comm: post the receives first
+        cw = self.p2p.irecv(into, src=self.server, tag=CENTRE) if into is not None else None  # comm:
+        self.p2p.send(header, self.server, tag=HDR)  # comm:
         if payload is not None:
-            dist.send(payload.contiguous(), dst=self.server, tag=DATA)  # comm:
-        _wait(rw, self.timeout_s, f"rank {self.rank}: reply from the parameter server (rank {self.server})")
+            self.p2p.send(payload, self.server, tag=DATA)  # comm:
+        wait_for(rw, self.timeout_s, f"rank {self.rank}: reply from the parameter server (rank {self.server})")
         if cw is not None:
-            _wait(cw, self.timeout_s, f"rank {self.rank}: centre from the parameter server (rank {self.server})")
+            wait_for(cw, self.timeout_s, f"rank {self.rank}: centre from the parameter server (rank {self.server})")
         clock, tau, _ = self._reply.tolist()
         return clock, tau
 
@@ -299,17 +299,21 @@ class PSClient:
     def _notify(self, kind: int, step: int, buffers: torch.Tensor | None) -> list:
         """Send a header (and ``buffers``) without waiting; returns (handle, tensor) pairs to keep until complete."""
         header = self._header(kind, step, 0 if buffers is None else buffers.numel(), 0)
-        sent = [(dist.isend(header, dst=self.server, tag=HDR), header)]  # comm:
+        sent = [(self.p2p.isend(header, self.server, tag=HDR), header)]  # comm:
         if buffers is not None:
             buffers = buffers.contiguous()
-            sent.append((dist.isend(buffers, dst=self.server, tag=DATA), buffers))  # comm:
+            sent.append((self.p2p.isend(buffers, self.server, tag=DATA), buffers))  # comm:
         return sent
 
-    def snapshot(self, step: int, buffers: torch.Tensor | None = None) -> list:
-        """Ask the server to keep θ̃ for evaluation (rank 0's ``buffers`` with it); returns the send handles
-        (never waits: the worker goes on at once)."""
-        return self._notify(SNAP, step, buffers)
+    def snapshot(self, step: int, buffers: torch.Tensor | None = None) -> None:
+        """Ask the server to keep θ̃ for evaluation (rank 0's ``buffers`` with it); never waits (the worker goes on
+        at once): :meth:`done` releases the sends."""
+        self._sent += self._notify(SNAP, step, buffers)
 
     def done(self, buffers: torch.Tensor | None = None) -> None:
+        """Release the SNAP messages (sent long ago), then say DONE (with rank 0's ``buffers``) and wait until it left."""
+        for work, _ in self._sent:
+            wait_for(work, self.timeout_s, f"rank {self.rank}: SNAP to the parameter server")  # comm:
+        self._sent = []
         for work, _ in self._notify(DONE, 0, buffers):
-            _wait(work, self.timeout_s, f"rank {self.rank}: DONE to the parameter server")
+            wait_for(work, self.timeout_s, f"rank {self.rank}: DONE to the parameter server")  # comm:

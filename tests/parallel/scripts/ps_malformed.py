@@ -18,7 +18,6 @@ import sys
 import time
 
 import torch
-import torch.distributed as dist
 
 from bench.algorithms.ps_base import signals_end_serving
 from bench.comm import Comm
@@ -59,7 +58,7 @@ def rounds(comm, out: str) -> None:
             seen[name + " centre"] = server.centre.tolist()
         else:
             for tensor, tag in messages:
-                dist.send(tensor, dst=SERVER, tag=tag)  # comm:
+                comm.p2p().send(tensor, SERVER, tag=tag)  # comm:
     comm.barrier()  # comm: then a well-formed exchange on the same transport
     if comm.rank == SERVER:
         server = ps.PSServer(torch.zeros(N), [WORKER], ps_add, timeout_s=30)

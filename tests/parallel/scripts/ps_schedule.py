@@ -21,7 +21,7 @@ import torch
 from bench.algorithms.adag import adag_update
 from bench.algorithms.dcasgd import dcasgd_update
 from bench.algorithms.dynsgd import dynsgd_update
-from bench.comm import Comm
+from bench.comm import Comm, CommTimeout
 from bench.comm import ps
 
 N = 4
@@ -81,7 +81,7 @@ def main(out: str) -> None:
     if rank == 2:
         try:
             ps.PSServer(torch.zeros(N), [0, 1], RULES["add"][0], timeout_s=3).serve()
-        except ps.PSTimeout as e:
+        except CommTimeout as e:
             seen["timeout"] = str(e)
     elif rank == 0:
         p2p.recv(token, 2, tag=9)  # comm:
