@@ -39,7 +39,7 @@ import threading
 import time
 from pathlib import Path
 
-from . import BenchError, cpu_idle
+from . import BenchError, cpu_idle, watchdog
 from .algorithms import get_algorithm
 from .config import RunConfig
 from .layout import REPO_ROOT, default_run_dir
@@ -377,22 +377,6 @@ def _signals_end_the_job():
             signal.signal(sig, old)
 
 
-def launcher_identity() -> dict[str, str]:
-    """What a rank on this machine needs to notice that the launcher is gone (see bench.worker)."""
-    import psutil
-
-    me = psutil.Process()
-    return {"BENCH_LAUNCHER_PID": str(me.pid), "BENCH_LAUNCHER_START": repr(me.create_time()),
-            "BENCH_LAUNCHER_BOOT": _boot_id()}
-
-
-def _boot_id() -> str:
-    try:
-        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    except OSError:
-        return ""
-
-
 def execute(cfg: RunConfig, run_dir: Path, echo: bool = True, env: dict | None = None) -> int:
     """Run the job; returns 0 when it ended with an ``ok`` summary, else 1 (the run is marked failed)."""
     return execute_many([cfg], [run_dir], echo=echo, env=env)[0]
@@ -439,7 +423,7 @@ def _execute_job(cfgs: list[RunConfig], run_dirs: list[Path], echo: bool, env: d
     full_env.setdefault("HOROVOD_GLOO_TIMEOUT_SECONDS", "120")
     full_env = horovod_environment(cfg, full_env)
     full_env.update(emulated["env"] if emulated else {})
-    full_env.update(launcher_identity())
+    full_env.update(watchdog.launcher_identity())
     full_env.update(env or {})
     record = horovod_record(cfg, full_env)
     for d in run_dirs:  # the Horovod settings the job's processes actually got

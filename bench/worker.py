@@ -7,11 +7,9 @@ model that matters), ``model.pt`` and, on rank 0, ``summary.json``. A rank that 
 the run failed (first reason wins) and exits at once, so its peers' collectives fail and
 horovodrun ends the job instead of hanging.
 
-Stragglers (``slow_ranks``, ``slow_factor``, ``step_jitter_s``) are injected here, around every
-algorithm's step alike: right after a step the worker sleeps (slow_factor − 1) × the compute it
-measured in that step (plus a seeded exponential jitter), inside the step's timing, so the delay
-counts as compute (``injected_s`` says how much) in every throughput and time-to-accuracy figure. With
-``slow_mode: cpu`` a straggler does not sleep: its emulated host has a smaller CPU share (bench.launch).
+Stragglers (``slow_ranks``, ``slow_factor``, ``step_jitter_s``) are injected around every algorithm's step
+alike (:mod:`bench.inject`, with the test aids that inject faults); the launcher is watched and SIGTERM recorded
+(:mod:`bench.watchdog`); rank 0 shows progress (:mod:`bench.progress`).
 
 One job may run several runs, one after the other (``--config`` repeated; ``bench.launch.run_many`` groups
 runs whose launch is identical, which saves the job start-up of horovodrun, Python and Horovod per run):
@@ -28,16 +26,14 @@ last step, and summary.json reports how long they took (``eval_s``).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
-import random
-import signal
 import sys
 import time
 import traceback
 from dataclasses import asdict
 from pathlib import Path
+from typing import NamedTuple
 
 import pandas as pd
 import torch
@@ -48,13 +44,22 @@ from .algorithms.base import Context
 from .comm import Comm
 from .data import Shard, load_dataset
 from .metrics.throughput import window_throughput
+from .inject import Faults, Straggler
 from .models import build_model, make_optimizer
+from .progress import step_bar
 from .resolve import load_config
 from .results import JsonlWriter, mark_failed, read_json, write_json_atomic, write_summary
 from .timing import StepTimer, device_sync
+from .watchdog import on_sigterm_raise, unfinished, watch_launcher
 
-FAULT_ENV = "BENCH_INJECT_FAULT"  # "RANK:STEP:raise|kill[:RUN]" — test aid: fail rank RANK at step STEP (of run RUN)
-EVAL_DELAY_ENV = "BENCH_EVAL_DELAY_S"  # test aid: seconds added to every held-out evaluation (a slow evaluation)
+
+class StepTiming(NamedTuple):
+    """What a worker rank keeps of each step for the run's throughput (:mod:`bench.metrics.throughput`)."""
+
+    t: float  # seconds from the job's common start to the end of the step
+    step_s: float
+    samples: int
+    warmup: bool
 
 
 @torch.no_grad()
@@ -62,7 +67,6 @@ def evaluate(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, device, b
     """Mean cross-entropy and accuracy of ``model`` on (x, y)."""
     was_training = model.training
     model.eval()
-    time.sleep(float(os.environ.get(EVAL_DELAY_ENV, 0)))
     loss_sum, correct = 0.0, 0
     for i in range(0, len(x), batch):
         xb, yb = x[i:i + batch].to(device), y[i:i + batch].to(device)
@@ -73,26 +77,6 @@ def evaluate(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, device, b
     return loss_sum / len(x), correct / len(x)
 
 
-def _inject_fault(spec: str, rank: int, step: int, run: str) -> None:
-    r, s, mode, *only = spec.split(":")
-    if int(r) == rank and int(s) == step and (not only or only[0] == run):
-        if mode == "kill":
-            os.kill(os.getpid(), signal.SIGKILL)
-        raise RuntimeError(f"injected fault at step {step}")
-
-
-class _LineFile:
-    """tqdm target for pipes (horovodrun prefixes lines): one progress line per refresh, no carriage returns."""
-
-    def write(self, s: str) -> None:
-        s = s.replace("\r", "").strip()
-        if s:
-            sys.stderr.write(s + "\n")
-
-    def flush(self) -> None:
-        sys.stderr.flush()
-
-
 def pick_device(want: str, comm: Comm) -> torch.device:
     if want == "cuda" or (want == "auto" and torch.cuda.is_available()):
         if not torch.cuda.is_available():
@@ -101,34 +85,6 @@ def pick_device(want: str, comm: Comm) -> torch.device:
         torch.cuda.set_device(index)
         return torch.device("cuda", index)
     return torch.device("cpu")
-
-
-def _progress_bar(cfg, total: int):
-    from tqdm import tqdm
-
-    tty = sys.stderr.isatty()
-    return tqdm(total=total, desc=f"{cfg.algorithm} np={cfg.launch.np}", ascii=not tty,
-                mininterval=1.0 if tty else 5.0, file=sys.stderr if tty else _LineFile())
-
-
-class Straggler:
-    """One worker's injected delay: (slow_factor − 1) × the step's compute if it is a straggler, plus jitter.
-    ``host_is_slower``: the straggler is a slower emulated host (``slow_mode: cpu``), so it does not sleep."""
-
-    def __init__(self, train, worker_index: int, host_is_slower: bool = False):
-        slow = worker_index in train.slow_ranks and not host_is_slower
-        self.factor = train.slow_factor if slow else 1.0
-        self.jitter = train.step_jitter_s
-        self.rng = random.Random(f"{train.seed}/jitter/{worker_index}")
-
-    def delay(self, compute_s: float) -> float:
-        """Sleep after a step whose compute took ``compute_s``; returns the seconds slept."""
-        seconds = (self.factor - 1.0) * compute_s + (self.rng.expovariate(1.0 / self.jitter) if self.jitter else 0.0)
-        if seconds <= 0:
-            return 0.0
-        t0 = time.perf_counter()
-        time.sleep(seconds)
-        return time.perf_counter() - t0
 
 
 class Worker:
@@ -164,6 +120,7 @@ class Worker:
         self.snapshots: list[tuple[dict, dict]] = []  # (record fields, snapshot) in the order taken
         self.snapshot_s = 0.0
         self.straggler = Straggler(t, self.worker_index, host_is_slower=cfg.launch.slow_mode == "cpu")
+        self.faults = Faults()
 
     def now(self) -> float:
         return time.time() - self.ctx.t0
@@ -175,28 +132,25 @@ class Worker:
             self.snapshots.append(({**self.ctx.progress(step), "t": self.now()}, snap))
         self.snapshot_s += time.perf_counter() - t0
 
-    def train(self) -> list[tuple]:
-        """The steps of a worker rank; returns (t, step_s, samples, warmup) of every step (the throughput's input)."""
+    def train(self) -> list[StepTiming]:
+        """The steps of a worker rank; returns the timing of every step (the throughput's input)."""
         writer = JsonlWriter(self.run_dir / f"rank{self.comm.rank}.jsonl", exclusive=True, flush_s=1.0)
         try:
             return self._steps(writer)
         finally:
             writer.close()  # also when a step fails: the records taken so far reach the file
 
-    def _steps(self, writer: JsonlWriter) -> list[tuple]:
+    def _steps(self, writer: JsonlWriter) -> list[StepTiming]:
         t = self.cfg.train
         timer = self.ctx.timer
-        show = self.comm.rank == 0 and (sys.stderr.isatty() or os.environ.get("BENCH_PROGRESS") == "1")
-        bar = _progress_bar(self.cfg, self.total_steps) if show else None
-        timing: list[tuple] = []
-        fault = os.environ.get(FAULT_ENV)
+        bar = step_bar(self.cfg, self.total_steps, self.comm.rank)
+        timing: list[StepTiming] = []
         step = 0
         for epoch in range(t.epochs):
             for x, y in self.shard.batches(epoch):
                 if step >= self.total_steps:
                     break
-                if fault:
-                    _inject_fault(fault, self.comm.rank, step, self.run_dir.name)
+                self.faults.before_step(self.comm.rank, step, self.run_dir.name)
                 x, y = x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
                 timer.take()
                 device_sync(self.device)
@@ -209,7 +163,7 @@ class Worker:
                 step += 1
                 warm = step <= t.warmup_steps
                 end = self.now()
-                timing.append((end, step_s, len(y), warm))
+                timing.append(StepTiming(end, step_s, len(y), warm))
                 writer.write({"step": step, "epoch": step / self.shard.steps, "t": end,
                               "samples": len(y), "loss": stats.loss, "accuracy": stats.correct / len(y),
                               "step_s": step_s, "compute_s": max(step_s - split["comm"] - split["wait"], 0.0),
@@ -235,6 +189,7 @@ class Worker:
             model = self.algo.evaluation_model(snap)
             if model is None:
                 continue
+            self.faults.before_evaluation()
             loss, acc = evaluate(model, self.ds.x_test, self.ds.y_test, self.device)
             record = {**meta, "loss": loss, "accuracy": acc, "final": i == len(snaps) - 1, "rank": self.comm.rank}
             writer = writer or JsonlWriter(self.run_dir / "eval.jsonl")
@@ -270,7 +225,7 @@ class Worker:
     def write_summary(self, gathered: list[dict], train_s: float, wall_s: float) -> None:
         workers = [g for g in gathered if g["worker"]]
         steps = pd.DataFrame([(g["rank"], *rec) for g in workers for rec in g["timing"]],
-                             columns=["rank", "t", "step_s", "samples", "warmup"])
+                             columns=["rank", *StepTiming._fields])
         tp = window_throughput(steps)
         final = next((g["final"] for g in gathered if g["final"]), None)
         extra = {}
@@ -290,61 +245,6 @@ class Worker:
                       bench_version=__version__, **extra)
 
 
-class Terminated(Exception):
-    """This rank received SIGTERM (its job was cancelled or another rank failed)."""
-
-
-def _terminated(signum, frame):
-    raise Terminated("received SIGTERM")
-
-
-def _unfinished(run_dirs: list[Path]) -> list[Path]:
-    """The run directories of the job without an ``ok`` summary (those a failure of the job must mark)."""
-    left = []
-    for d in run_dirs:
-        try:
-            ok = read_json(d / "summary.json").get("status") == "ok"
-        except Exception:  # missing or unreadable: not finished
-            ok = False
-        if not ok:
-            left.append(d)
-    return left
-
-
-def watch_launcher(run_dirs: list[Path], interval_s: float = 1.0) -> None:
-    """End this rank if the launcher that started the job (``bench.launch``, on this machine) is gone: marks the
-    job's unfinished runs failed and exits. Without it a launcher killed outright (SIGKILL) would leave the ranks
-    running."""
-    import threading
-
-    import psutil
-
-    pid, start, boot = (os.environ.get(k) for k in ("BENCH_LAUNCHER_PID", "BENCH_LAUNCHER_START", "BENCH_LAUNCHER_BOOT"))
-    if not pid or not boot:
-        return
-    try:
-        if Path("/proc/sys/kernel/random/boot_id").read_text().strip() != boot:
-            return  # another machine: its launcher cannot be watched from here
-    except OSError:
-        return
-
-    def alive() -> bool:
-        try:
-            return repr(psutil.Process(int(pid)).create_time()) == start
-        except psutil.NoSuchProcess:
-            return False
-
-    def watch():
-        while alive():
-            time.sleep(interval_s)
-        with contextlib.suppress(Exception):
-            for d in _unfinished(run_dirs):
-                mark_failed(d, f"the launcher (pid {pid}) is gone: job cancelled")
-        os._exit(1)
-
-    threading.Thread(target=watch, name="bench-launcher-watch", daemon=True).start()
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.worker", description=__doc__.splitlines()[0])
     ap.add_argument("--config", required=True, action="append",
@@ -362,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
         print("error: the runs of one job must have the same launch settings (np, hardware, hosts)", file=sys.stderr)
         return 2
     watch_launcher(run_dirs)
-    signal.signal(signal.SIGTERM, _terminated)  # horovodrun ends a job's ranks with SIGTERM: record why
+    on_sigterm_raise()
     hv = cfgs[0].launch.horovod
     comm = Comm(cfgs[0].launch.network_interface, cfgs[0].launch.p2p_backend, wait_sleep_us=hv.wait_sleep_us,
                 wait_spin_us=hv.wait_spin_us)
@@ -378,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
             reason = f"rank {comm.rank}: {type(e).__name__}: {e}"
             try:
                 mark_failed(run_dir, reason)
-                for later in _unfinished(run_dirs[i + 1:]):
+                for later in unfinished(run_dirs[i + 1:]):
                     mark_failed(later, f"not run: {run_dir.name}, run earlier in the same job, failed")
             finally:
                 traceback.print_exc()
