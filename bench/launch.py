@@ -60,13 +60,11 @@ def emulated_cluster(cfg: RunConfig) -> dict | None:
         return None
     from . import cluster
 
-    from .system import emulated_cpu
-
     servers = processes(cfg) - launch.np
     hosts = max(launch.emulated_hosts, emulated_hosts_used(cfg))
     state = cluster.ensure(cluster.Spec(hosts, launch.emulated_slots, launch.link, host_shares(cfg)))
     settings = cluster.launch_settings(state, processes(cfg), server_host=servers > 0)
-    settings["cpu"] = emulated_cpu(state, settings["hosts"], launch)
+    settings["cpu"] = cluster.cgroups.cpu_record(state, settings["hosts"], launch)
     return settings
 
 
@@ -566,7 +564,7 @@ def run(cfg: RunConfig, out: Path | None = None, force: bool = False, echo: bool
     one, from the first file written to the end of the job."""
     out = Path(out or default_run_dir(cfg)).resolve()
     from .cluster.slurm import check_allocation
-    check_allocation([cfg])  # a Slurm profile: inside an allocation holding every process, before anything is written
+    check_allocation([cfg], processes)  # a Slurm profile: inside an allocation holding every process, before anything is written
     with claim(out, force) as lock, contextlib.ExitStack() as held:
         try:
             held.enter_context(cluster_held([cfg], [out]))
@@ -596,7 +594,7 @@ def run_many(items: list[tuple[RunConfig, Path | None, Path | None]], force: boo
     launch settings as one job (:func:`execute_many`); returns (run directory, code) per item, in order."""
     cfgs = [c for c, _, _ in items]
     from .cluster.slurm import check_allocation
-    check_allocation(cfgs)  # a Slurm profile: inside an allocation holding every process, before anything is written
+    check_allocation(cfgs, processes)  # a Slurm profile: inside an allocation holding every process, before anything is written
     outs = [Path(out or default_run_dir(c)).resolve() for c, out, _ in items]
     twice = sorted({str(d) for d in outs if outs.count(d) > 1})
     if twice:

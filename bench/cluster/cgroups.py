@@ -113,3 +113,17 @@ def remove_all(kill) -> None:
         else:
             raise BenchError(f"could not remove cgroup {path}: processes {procs(path)} still in it")
 
+
+def cpu_record(state, hosts_by_rank: list[str], launch) -> dict:
+    """What system.json records of an emulated cluster's CPU shares (``network.cpu``): the profile's
+    ``cpu_per_host`` and ``slow_mode``, each rank's host's share as its cgroup's quota reads back now (cores;
+    None: unlimited), and their sum over the hosts the job uses against this machine's cores."""
+    cgroup = {h.address: h.cgroup for h in state.hosts}
+    by_rank = [share_of(cgroup.get(addr, "")) for addr in hosts_by_rank]
+    per_host = {addr: share for addr, share in zip(hosts_by_rank, by_rank)}
+    limited = [s for s in per_host.values() if s is not None]
+    return {"cpu_per_host": launch.cpu_per_host or None, "slow_mode": launch.slow_mode, "share_by_rank": by_rank,
+            "total_cores": round(sum(limited), 6) if len(limited) == len(per_host) else None,
+            "machine_cores": os.cpu_count(),
+            "note": "cgroup v1 cpu quota per emulated host (cpu.cfs_quota_us / cpu.cfs_period_us): everything the "
+                    "host runs, its rank's communication threads included, shares it"}

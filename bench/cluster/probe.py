@@ -1,14 +1,15 @@
 """A horovodrun job over the emulated hosts that shows where its ranks really run and talk.
 
-Each rank (``python -m bench.cluster.probe check``) calls ``hvd.init()``, checks an allreduce, opens
-a ``torch.distributed`` gloo group (``GLOO_SOCKET_IFNAME`` = the cluster's interface), sends a tensor
-around the ring with ``send``/``recv`` and prints one ``PROBE {json}`` line: its ``HOROVOD_HOSTNAME``,
+Each rank (``python -m bench.cluster.probe check``) opens the suite's communication layer (:class:`bench.comm.Comm`:
+Horovod, then its point-to-point transport, a ``torch.distributed`` gloo group on the cluster's interface), checks
+an allreduce, sends a tensor around the ring with ``send``/``recv`` and prints one ``PROBE {json}`` line: its ``HOROVOD_HOSTNAME``,
 the address of its interface, its network namespace (``/proc/self/ns/net``), its cpu cgroup, PATH and
 PYTHONPATH as they arrived over ssh, the bytes its host's interface sent during the point-to-point
 exchange, and the local/remote addresses of every TCP connection the process holds (read from
 ``/proc/self/fd`` and ``/proc/self/net/tcp``, i.e. in its own namespace: what ``ss -tnp`` would show).
 
-``python -m bench.cluster.probe busbw --sizes ... --iters K`` times Horovod allreduce instead:
+``python -m bench.cluster.probe busbw --sizes ... --iters K`` times Horovod's allreduce itself instead (calling
+Horovod directly, like the benchmarks of ``bench/perf/horovod_knobs.py``):
 rank 0 prints ``PROBE {"busbw": ...}`` with the median time per allreduce and the bus bandwidth
 (algbw × 2(n−1)/n, as nccl-tests define it).
 
@@ -68,26 +69,20 @@ def _if_address(ifname: str) -> str:
 
 
 def check(args) -> int:
-    import horovod.torch as hvd
+    """One rank of the probe job: Horovod's allreduce and a ring of point-to-point sends through the suite's own
+    communication layer (:class:`bench.comm.Comm`, gloo on the cluster's interface), as a run's ranks use them."""
     import torch
-    import torch.distributed as dist
+
+    from ..comm import Comm
 
     torch.set_num_threads(1)
-    hvd.init()
-    rank, size = hvd.rank(), hvd.size()
     ifname = os.environ.get("HOROVOD_GLOO_IFACE", "")
+    comm = Comm(network_interface=ifname, p2p_backend="gloo")
+    rank, size = comm.rank, comm.size
     my_addr = _if_address(ifname)
-    total = hvd.allreduce(torch.full((1000,), float(rank)), op=hvd.Sum, name="probe")
+    total = comm.allreduce_(torch.full((1000,), float(rank)), name="probe", average=False)
     allreduce_ok = bool(torch.all(total == sum(range(size))))
-    # torch.distributed beside Horovod: rank 0's address and a free port reach everyone by broadcast
-    port = 0
-    if rank == 0:
-        with socket.socket() as s:
-            s.bind((my_addr, 0))
-            port = s.getsockname()[1]
-    master, port = hvd.broadcast_object((my_addr, port), root_rank=0, name="probe_master")
-    os.environ["GLOO_SOCKET_IFNAME"] = ifname
-    dist.init_process_group("gloo", init_method=f"tcp://{master}:{port}", rank=rank, world_size=size)
+    p2p = comm.p2p()  # torch.distributed beside Horovod, rendezvous through Horovod on the cluster's interface
     numel = args.p2p_bytes // 4
     send_t, recv_t = torch.full((numel,), float(rank)), torch.empty(numel)
     tx0 = _tx_bytes(ifname)
@@ -95,13 +90,13 @@ def check(args) -> int:
     if size > 1:  # a ring: even ranks send first, odd ranks receive first
         nxt, prv = (rank + 1) % size, (rank - 1) % size
         if rank % 2 == 0:
-            dist.send(send_t, nxt)
-            dist.recv(recv_t, prv)
+            p2p.send(send_t, nxt)
+            p2p.recv(recv_t, prv)
         else:
-            dist.recv(recv_t, prv)
-            dist.send(send_t, nxt)
+            p2p.recv(recv_t, prv)
+            p2p.send(send_t, nxt)
     p2p_s = time.perf_counter() - t0
-    dist.barrier()  # every send has left its host before the interface counter is read
+    comm.barrier()  # every send has left its host before the interface counter is read
     tx1 = _tx_bytes(ifname)
     p2p_ok = size == 1 or bool(torch.all(recv_t == float((rank - 1) % size)))
     record = {
@@ -115,8 +110,7 @@ def check(args) -> int:
         "tx_bytes_during_p2p": tx1 - tx0, "connections": _tcp_connections(),
     }
     print(MARK + json.dumps(record), flush=True)
-    dist.destroy_process_group()
-    hvd.shutdown()
+    comm.shutdown()
     return 0
 
 

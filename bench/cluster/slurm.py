@@ -307,12 +307,11 @@ def tasks_per_node(text: str) -> list[int]:
     return out
 
 
-def check_allocation(cfgs: list, env: dict | None = None) -> None:
+def check_allocation(cfgs: list, processes_of, env: dict | None = None) -> None:
     """For runs on a Slurm hardware profile (:func:`uses_allocation`), before anything is written: BenchError outside
     an allocation (no ``SLURM_JOB_ID``), or when the allocation holds fewer tasks (``SLURM_TASKS_PER_NODE``) than a
-    run's processes (its workers plus server ranks), naming both numbers. No-op for every other run."""
-    from ..launch import processes as processes_of
-
+    run's processes (``processes_of(cfg)``: its workers plus server ranks, as the launcher counts them), naming both
+    numbers. No-op for every other run."""
     env = os.environ if env is None else env
     for cfg in cfgs:
         if not uses_allocation(cfg):

@@ -1,0 +1,108 @@
+"""The layer rule of docs/architecture.md holds: every module of bench/ is in one row of its Layers table, and
+every import of a suite module (at module level or inside a function) goes to the importer's own layer or one
+listed before it (one process, reads the source; nothing imported)."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+
+BENCH = REPO / "bench"
+
+
+def layer_rows() -> list[list[str]]:
+    """Per table row (the bottom layer first), the ``bench/...`` paths it names (a path ending in / is a package)."""
+    text = (REPO / "docs" / "architecture.md").read_text()
+    section = text.split("## Layers", 1)[1].split("\n## ", 1)[0]
+    rows = []
+    for line in section.splitlines():
+        cells = line.split("|")
+        if len(cells) > 3 and "`bench/" in cells[2]:
+            rows.append(re.findall(r"`(bench/[^`]*)`", cells[2]))
+    return rows
+
+
+def module_of(path: Path) -> str:
+    parts = path.relative_to(REPO).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def row_of(module: str, rows: list[list[str]]) -> int | None:
+    """The row of a dotted module (None: bench/__init__.py, below every row)."""
+    if module == "bench":
+        return None
+    path = module.replace(".", "/")
+    for i, row in enumerate(rows):
+        for p in row:
+            if (p.endswith("/") and (path + "/").startswith(p)) or p == path + ".py":
+                return i
+    raise LookupError(module)
+
+
+def imports(path: Path) -> list[tuple[int, str]]:
+    """(line, dotted module) of every suite module ``path`` imports, anywhere in the file."""
+    me = module_of(path)
+    package = me if path.name == "__init__.py" else me.rsplit(".", 1)[0]
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, a.name) for a in node.names if a.name.split(".")[0] == "bench"]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[:len(package.split(".")) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            elif node.module and node.module.split(".")[0] == "bench":
+                target = node.module
+            else:
+                continue
+            for a in node.names:  # `from . import cluster` imports a module; `from . import BenchError` a name
+                sub = target + "." + a.name
+                is_module = (REPO / sub.replace(".", "/")).with_suffix(".py").exists() or \
+                    (REPO / sub.replace(".", "/")).is_dir()
+                out.append((node.lineno, sub if is_module else target))
+    return out
+
+
+MODULES = sorted(BENCH.rglob("*.py"))
+
+
+def test_the_table_names_every_module_of_bench_once():
+    rows = layer_rows()
+    assert len(rows) >= 10, rows
+    named = [p for row in rows for p in row]
+    assert len(named) == len(set(named)), "a path in two rows"
+    for path in MODULES:
+        if path == BENCH / "__init__.py":
+            continue  # below every row
+        covering = [p for p in named if (p.endswith("/") and str(path.relative_to(REPO)).startswith(p))
+                    or p == str(path.relative_to(REPO))]
+        assert len(covering) == 1, f"{path.relative_to(REPO)} is in {covering or 'no row'} of docs/architecture.md"
+    for p in named:
+        assert (REPO / p).exists(), f"docs/architecture.md names {p}, which does not exist"
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(REPO)))
+def test_imports_go_to_the_same_row_or_a_row_above(path):
+    rows = layer_rows()
+    mine = row_of(module_of(path), rows)
+    for line, target in imports(path):
+        theirs = row_of(target, rows)
+        if theirs is None or mine is None:
+            assert mine is not None or theirs is None, f"bench/__init__.py imports {target} (line {line})"
+            continue
+        assert theirs <= mine, (f"{path.relative_to(REPO)}:{line} imports {target} ({' '.join(rows[theirs])}), "
+                                f"a layer listed after its own ({' '.join(rows[mine])}) in docs/architecture.md")
+
+
+def test_lazy_imports_are_read_and_an_import_against_the_direction_is_found(tmp_path):
+    rows = layer_rows()
+    lazy = [t for _, t in imports(BENCH / "resolve.py")]
+    assert "bench.launch" in lazy and "bench.cluster" in lazy  # imported inside functions of resolve.py
+    # the configuration row is the bottom one: a config.py importing the launcher would be refused
+    assert row_of("bench.launch", rows) > row_of("bench.config", rows)
+    assert row_of("bench.algorithms.sync", rows) == row_of("bench.algorithms", rows)
