@@ -90,12 +90,12 @@ def pick_device(want: str, comm: Comm) -> torch.device:
 class Worker:
     def __init__(self, cfg, run_dir: Path, comm: Comm):
         self.cfg, self.run_dir, self.comm = cfg, run_dir, comm
-        t = cfg.train
-        torch.set_num_threads(t.threads)
-        self.device = pick_device(t.device, comm)
-        self.ds = load_dataset(t)
-        if t.eval_samples:
-            self.ds.x_test, self.ds.y_test = self.ds.x_test[:t.eval_samples], self.ds.y_test[:t.eval_samples]
+        train = cfg.train
+        torch.set_num_threads(train.threads)
+        self.device = pick_device(train.device, comm)
+        self.ds = load_dataset(train)
+        if train.eval_samples:
+            self.ds.x_test, self.ds.y_test = self.ds.x_test[:train.eval_samples], self.ds.y_test[:train.eval_samples]
         algo_cls = get_algorithm(cfg.algorithm)
         servers = algo_cls.server_ranks(cfg.params, cfg.launch.np)
         num_workers = comm.size - servers
@@ -103,23 +103,23 @@ class Worker:
             raise RuntimeError(f"{cfg.algorithm} with np={cfg.launch.np} needs {cfg.launch.np + servers} processes, "
                                f"horovodrun started {comm.size}")
         self.worker_index = comm.rank if comm.rank < num_workers else -1
-        self.shard = Shard(self.ds, num_workers, max(self.worker_index, 0), t.batch_size, t.seed)
-        total = self.shard.steps * t.epochs
-        self.total_steps = min(total, t.max_steps) if t.max_steps else total
+        self.shard = Shard(self.ds, num_workers, max(self.worker_index, 0), train.batch_size, train.seed)
+        total = self.shard.steps * train.epochs
+        self.total_steps = min(total, train.max_steps) if train.max_steps else total
 
         def new_model():
-            return build_model(t, self.ds.input_shape, self.ds.num_classes).to(self.device)
+            return build_model(train, self.ds.input_shape, self.ds.num_classes).to(self.device)
 
         self.ctx = Context(cfg=cfg, comm=comm, device=self.device, build_model=new_model,
-                           make_optimizer=lambda ps: make_optimizer(t, ps), dataset=self.ds, timer=StepTimer(),
+                           make_optimizer=lambda ps: make_optimizer(train, ps), dataset=self.ds, timer=StepTimer(),
                            worker_index=self.worker_index, num_workers=num_workers,
                            steps_per_epoch=self.shard.steps, total_steps=self.total_steps)
         self.model = new_model()
         self.algo = algo_cls(cfg.params, self.ctx)
-        self.algo.setup(self.model, make_optimizer(t, self.model.parameters()))
+        self.algo.setup(self.model, make_optimizer(train, self.model.parameters()))
         self.snapshots: list[tuple[dict, dict]] = []  # (record fields, snapshot) in the order taken
         self.snapshot_s = 0.0
-        self.straggler = Straggler(t, self.worker_index, host_is_slower=cfg.launch.slow_mode == "cpu")
+        self.straggler = Straggler(train, self.worker_index, host_is_slower=cfg.launch.slow_mode == "cpu")
         self.faults = Faults()
 
     def now(self) -> float:
@@ -141,12 +141,12 @@ class Worker:
             writer.close()  # also when a step fails: the records taken so far reach the file
 
     def _steps(self, writer: JsonlWriter) -> list[StepTiming]:
-        t = self.cfg.train
+        train = self.cfg.train
         timer = self.ctx.timer
         bar = step_bar(self.cfg, self.total_steps, self.comm.rank)
         timing: list[StepTiming] = []
         step = 0
-        for epoch in range(t.epochs):
+        for epoch in range(train.epochs):
             for x, y in self.shard.batches(epoch):
                 if step >= self.total_steps:
                     break
@@ -161,7 +161,7 @@ class Worker:
                 injected = self.straggler.delay(time.perf_counter() - t_start - split["comm"] - split["wait"])
                 step_s = time.perf_counter() - t_start
                 step += 1
-                warm = step <= t.warmup_steps
+                warm = step <= train.warmup_steps
                 end = self.now()
                 timing.append(StepTiming(end, step_s, len(y), warm))
                 writer.write({"step": step, "epoch": step / self.shard.steps, "t": end,
@@ -172,7 +172,7 @@ class Worker:
                 if bar is not None:
                     bar.update(1)
                     bar.set_postfix(loss=f"{stats.loss:.3f}", refresh=False)
-                if t.eval_every and step % t.eval_every == 0 and step < self.total_steps:
+                if train.eval_every and step % train.eval_every == 0 and step < self.total_steps:
                     self.keep_snapshot(step)
         if bar is not None:
             bar.close()

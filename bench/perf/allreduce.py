@@ -52,12 +52,12 @@ def _inner(out: Path, profile: str, overrides: dict, repeats: int, np: int) -> i
                 write_json_atomic(run_dir / "config.json", cfg.to_dict())
             comm.barrier()  # comm:
             Worker(cfg, run_dir, comm).run()
-    t = resolve("sync", np=np, profile=profile, overrides=overrides).train
-    torch.set_num_threads(t.threads)
-    ds = load_dataset(t)
-    model = build_model(t, ds.input_shape, ds.num_classes)
+    train = resolve("sync", np=np, profile=profile, overrides=overrides).train
+    torch.set_num_threads(train.threads)
+    ds = load_dataset(train)
+    model = build_model(train, ds.input_shape, ds.num_classes)
     buf = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
-    x, y = ds.x_train[:t.batch_size], ds.y_train[:t.batch_size]
+    x, y = ds.x_train[:train.batch_size], ds.y_train[:train.batch_size]
     ar, fb = [], []
     for i in range(12):
         comm.barrier()  # comm:
@@ -92,9 +92,9 @@ def main(argv: list[str] | None = None) -> int:
     from ..results import load_run, read_json
     from ..system import horovodrun_path
 
-    t = resolve("sync", np=args.np, profile=args.profile, overrides=overrides).train
-    print(f"profile {args.profile}: {t.dataset}, {t.model}, batch {t.batch_size}/worker, np={args.np}, {t.max_steps} steps/run, "
-          f"warm-up {t.warmup_steps}, {args.repeats} repeats, threads/worker {t.threads}; one horovodrun job")
+    train = resolve("sync", np=args.np, profile=args.profile, overrides=overrides).train
+    print(f"profile {args.profile}: {train.dataset}, {train.model}, batch {train.batch_size}/worker, np={args.np}, {train.max_steps} steps/run, "
+          f"warm-up {train.warmup_steps}, {args.repeats} repeats, threads/worker {train.threads}; one horovodrun job")
     with tempfile.TemporaryDirectory(prefix="bench-perf-allreduce-") as tmp:
         cmd = [horovodrun_path(), "-np", str(args.np), "-H", f"localhost:{args.np}", "--gloo", sys.executable, "-m", "bench.perf",
                "allreduce", "--inner", tmp, "--profile", args.profile, "--repeats", str(args.repeats), "--np", str(args.np)]
@@ -134,5 +134,5 @@ def main(argv: list[str] | None = None) -> int:
     print("\nper-repeat throughput: " + "; ".join(f"{a} " + ", ".join(f"{v:.0f}" for v in rows[a]["throughput"]) for a in ALGOS))
     print(f"ingredients (same job, medians of 10): blocking allreduce of {micro['params'] / 1e6:.2f}M fp32 parameters "
           f"({micro['bytes'] / 2**20:.1f} MiB) = {1e3 * micro['allreduce_s']:.1f} ms; one forward+backward at batch "
-          f"{t.batch_size} = {1e3 * micro['fwd_bwd_s']:.1f} ms; ratio allreduce/compute = {fmt_ratio(micro['allreduce_s'], micro['fwd_bwd_s'])}")
+          f"{train.batch_size} = {1e3 * micro['fwd_bwd_s']:.1f} ms; ratio allreduce/compute = {fmt_ratio(micro['allreduce_s'], micro['fwd_bwd_s'])}")
     return 0

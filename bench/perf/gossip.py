@@ -71,11 +71,11 @@ def main(argv: list[str] | None = None) -> int:
     if unknown or "sync" not in labels:
         ap.error(f"variants must include sync and be among {', '.join(VARIANTS)}; got {args.variants!r}")
     overrides = {"eval_every": 5, "save_model": False, **parse_set(args.set)}
-    t = resolve("sync", np=args.np, profile=args.profile, overrides=overrides).train
+    train = resolve("sync", np=args.np, profile=args.profile, overrides=overrides).train
     cores = os.cpu_count() or 1
     print(f"np={args.np} on {cores} cores{' (oversubscribed)' if args.np > cores else ''}; profile {args.profile}: "
-          f"{t.dataset}, {t.model} {t.hidden}, batch {t.batch_size}/worker, {t.epochs} epochs, {t.optimizer} lr {t.lr}, "
-          f"eval every {t.eval_every} steps; {args.repeats} repeats")
+          f"{train.dataset}, {train.model} {train.hidden}, batch {train.batch_size}/worker, {train.epochs} epochs, {train.optimizer} lr {train.lr}, "
+          f"eval every {train.eval_every} steps; {args.repeats} repeats")
     res: dict[str, dict[str, list[float]]] = {v: {} for v in labels}
     with tempfile.TemporaryDirectory(prefix="bench-perf-gossip-") as tmp:
         for i in range(args.repeats):

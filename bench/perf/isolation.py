@@ -62,12 +62,12 @@ def load(args) -> int:
     from ..resolve import resolve
 
     torch.set_num_threads(1)
-    t = resolve("sync", profile=args.profile).train
-    ds = load_dataset(t)
-    model = build_model(t, ds.input_shape, ds.num_classes)
-    opt = make_optimizer(t, model.parameters())
-    batches = [(ds.x_train[i:i + t.batch_size], ds.y_train[i:i + t.batch_size])
-               for i in range(0, 8 * t.batch_size, t.batch_size)]
+    train = resolve("sync", profile=args.profile).train
+    ds = load_dataset(train)
+    model = build_model(train, ds.input_shape, ds.num_classes)
+    opt = make_optimizer(train, model.parameters())
+    batches = [(ds.x_train[i:i + train.batch_size], ds.y_train[i:i + train.batch_size])
+               for i in range(0, 8 * train.batch_size, train.batch_size)]
     k = 0
 
     def step() -> None:

@@ -75,17 +75,17 @@ def plain_loop(cfg) -> dict:
     """A plain single-process PyTorch loop with the run's model, data and optimizer. Returns ``throughput``
     (wall-clock timed window, as the suite measures) and ``per_step_clock`` (samples / sum of the per-step clock
     readings, the data iteration left out)."""
-    t = cfg.train
-    torch.set_num_threads(t.threads)
-    ds = load_dataset(t)
-    torch.manual_seed(t.seed)
-    model = build_model(t, ds.input_shape, ds.num_classes)
-    opt = make_optimizer(t, model.parameters())
-    shard = Shard(ds, 1, 0, t.batch_size, t.seed)
-    total = min(shard.steps * t.epochs, t.max_steps or 10**12)
+    train = cfg.train
+    torch.set_num_threads(train.threads)
+    ds = load_dataset(train)
+    torch.manual_seed(train.seed)
+    model = build_model(train, ds.input_shape, ds.num_classes)
+    opt = make_optimizer(train, model.parameters())
+    shard = Shard(ds, 1, 0, train.batch_size, train.seed)
+    total = min(shard.steps * train.epochs, train.max_steps or 10**12)
     step, seconds, counted = 0, 0.0, 0
     ends, samples = [], []
-    for epoch in range(t.epochs):
+    for epoch in range(train.epochs):
         for x, y in shard.batches(epoch):
             if step >= total:
                 break
@@ -98,10 +98,10 @@ def plain_loop(cfg) -> dict:
             step += 1
             ends.append(t1)
             samples.append(len(y))
-            if step > t.warmup_steps:
+            if step > train.warmup_steps:
                 counted += len(y)
                 seconds += t1 - t0
-    return {"throughput": _window(ends, samples, t.warmup_steps), "per_step_clock": counted / seconds}
+    return {"throughput": _window(ends, samples, train.warmup_steps), "per_step_clock": counted / seconds}
 
 
 @contextlib.contextmanager
@@ -258,9 +258,9 @@ def plan(args, profile: str) -> Plan:
 
 
 def describe(pl: Plan, args) -> None:
-    t = pl.cfg.train
-    print(f"profile {pl.profile}: {t.dataset}, {t.model}, batch {t.batch_size}, {t.optimizer}, warm-up {t.warmup_steps} "
-          f"steps, {args.repeats} repeats, threads/worker {t.threads}")
+    train = pl.cfg.train
+    print(f"profile {pl.profile}: {train.dataset}, {train.model}, batch {train.batch_size}, {train.optimizer}, warm-up {train.warmup_steps} "
+          f"steps, {args.repeats} repeats, threads/worker {train.threads}")
     for name, env in pl.envs.items():
         print(f"Horovod settings [{name}] (hardware {args.hardware}): "
               + (" ".join(f"{k}={v}" for k, v in env.items()) or "Horovod's defaults (no HOROVOD_* tuning variable set)")
