@@ -16,7 +16,25 @@ def cmd_list(args) -> int:
     for name in names():
         algo = get_algorithm(name)
         print(f"{name:<{width}}  {algo.family:<10}  {algo.paper}")
+        if args.params:
+            _print_params(name, algo)
     return 0
+
+
+def _print_params(name: str, algo) -> None:
+    """An algorithm's hyperparameters: default, params.yaml's value where it sets one, the field's docstring."""
+    import dataclasses
+
+    from .resolve import load_params
+    from .typed import field_docs
+
+    set_here = (load_params().get("algorithms") or {}).get(name) or {}
+    docs = field_docs(algo.Params)
+    for f in dataclasses.fields(algo.Params):
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+        value = f"{default!r}" + (f" (params.yaml: {set_here[f.name]!r})" if f.name in set_here else "")
+        doc = docs[f.name].split("\n", 1)[0]
+        print(f"    {f.name} = {value}" + (f"  # {doc}" if doc else ""))
 
 
 def cmd_run(args) -> int:
@@ -63,7 +81,10 @@ def cmd_te(args) -> int:
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m bench", description="Distributed and asynchronous SGD benchmarks on Horovod.")
     sub = ap.add_subparsers(dest="command", required=True)
-    sub.add_parser("list", help="registered algorithms and their papers").set_defaults(func=cmd_list)
+    lp = sub.add_parser("list", help="registered algorithms and their papers")
+    lp.add_argument("--params", action="store_true",
+                    help="also each algorithm's hyperparameters: default, params.yaml's value, meaning")
+    lp.set_defaults(func=cmd_list)
 
     r = sub.add_parser("run", help="launch one benchmark run under horovodrun and write its run directory")
     r.add_argument("algorithm", help="registry key (see `python -m bench list`)")

@@ -98,3 +98,24 @@ def build(cls, values: dict | None, what: str = "key"):
         valid = choices_text(types_) if types_ else "(none)"
         raise BenchError(f"unknown {what} {unknown[0]!r}; valid: {valid}")
     return cls(**{k: check(v, types_[k], f"{what} {k!r}") for k, v in values.items()})
+
+
+def field_docs(cls) -> dict[str, str]:
+    """Each field of dataclass ``cls`` (and of its dataclass bases) -> its docstring (the string literal written
+    under it), read from the source; "" where a field has none."""
+    import ast
+    import inspect
+    import textwrap
+
+    docs: dict[str, str] = {}
+    for klass in reversed([k for k in cls.__mro__ if dataclasses.is_dataclass(k)]):
+        try:
+            body = ast.parse(textwrap.dedent(inspect.getsource(klass))).body[0].body
+        except (OSError, TypeError, IndexError, AttributeError):
+            continue
+        for node, nxt in zip(body, body[1:] + [None]):
+            if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+                doc = nxt.value.value if (isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant)
+                                          and isinstance(nxt.value.value, str)) else ""
+                docs[node.target.id] = inspect.cleandoc(doc)
+    return {f.name: docs.get(f.name, "") for f in dataclasses.fields(cls)}

@@ -2,26 +2,22 @@
 
 Each algorithm is one module of this package named as its key (``bench/algorithms/<key>.py``),
 defining one :class:`bench.algorithms.base.Algorithm` subclass whose ``name`` is the key; add the
-key to ``KEYS``. The other modules here (``base``, ``averaging``, ``ps_base``) are shared by several
+key to ``registry.yaml``. The other modules here (``base``, ``averaging``, ``ps_base``) are shared by several
 algorithms. Modules are imported on first use so that ``python -m bench list`` stays quick.
 """
 
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
+
+import yaml
 
 from .. import BenchError
 
-KEYS: tuple[str, ...] = (
-    # allreduce family (Horovod collectives)
-    "sync", "ddp", "delayed", "layerwise", "localsgd", "lasgd", "easgd",
-    # parameter-server family
-    "downpour", "asgd", "aeasgd", "eamsgd", "dynsgd", "agn", "adag", "sasgd", "dcasgd",
-    # decentralised family
-    "sgp", "adpsgd", "fast",
-    # after the seeds
-    "diloco", "slowmo",
-)
+REGISTRY = Path(__file__).with_name("registry.yaml")
+KEYS: tuple[str, ...] = tuple(yaml.safe_load(REGISTRY.read_text())["registry_keys"])
+"""Every algorithm's key, in the order of ``registry.yaml`` (the one list: dvc.yaml's ``run@<key>`` stages read it)."""
 
 _CACHE: dict[str, type] = {}
 

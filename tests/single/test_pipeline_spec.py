@@ -31,15 +31,17 @@ def fresh_imports(code: str, *args: str) -> list[Path]:
     return [Path(f).resolve().relative_to(REPO) for f in json.loads(proc.stdout)]
 
 
-def registry_keys() -> list[str]:
-    for entry in DVC["vars"]:
-        if isinstance(entry, dict) and "registry_keys" in entry:
-            return entry["registry_keys"]
-    raise AssertionError("dvc.yaml has no registry_keys")
+def run_stages() -> list[str]:
+    """The ``run@<key>`` stages as DVC itself resolves dvc.yaml (its ``vars`` read the registry file)."""
+    proc = subprocess.run([sys.executable, "-m", "dvc", "stage", "list", "--name-only"], cwd=str(REPO),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return [line.split("@", 1)[1] for line in proc.stdout.split() if line.startswith("run@")]
 
 
 def test_dvc_matrix_lists_exactly_the_registered_algorithms():
-    assert registry_keys() == list(KEYS)
+    assert run_stages() == list(KEYS)
+    assert "bench/algorithms/registry.yaml" in DVC["vars"]  # the one list, not a copy
     for key in KEYS:  # each algorithm is the module named as its key
         assert (REPO / "bench" / "algorithms" / f"{key}.py").is_file()
 
@@ -78,3 +80,12 @@ def test_hardware_profiles_resolve():
         if hw.startswith("emu"):
             continue  # emulated clusters are checked where they can be brought up (tests/cluster)
         assert resolve("sync", np=2, hardware=hw).launch.hardware == hw
+
+
+def test_list_params_prints_every_hyperparameter_with_its_default_and_the_value_params_yaml_sets():
+    proc = subprocess.run([sys.executable, "-m", "bench", "list", "--params"], cwd=str(REPO), capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "    sync_epochs = 1.0 (params.yaml: 0.25)  # " in out  # fast's override, beside its default
+    assert "    rho = 5.0  # " in out and "    delay = 1  # " in out  # defaults with their meaning
