@@ -415,14 +415,7 @@ def _execute_job(cfgs: list[RunConfig], run_dirs: list[Path], echo: bool, env: d
             system = read_json(d / "system.json")
             system.update(launch_command=cmd, job_runs=len(run_dirs), job_position=k)
             write_json_atomic(d / "system.json", system)
-    full_env = dict(os.environ)
-    full_env.setdefault("BENCH_PROGRESS", "1")
-    full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), full_env.get("PYTHONPATH")]))
-    full_env.setdefault("HOROVOD_GLOO_TIMEOUT_SECONDS", "120")
-    full_env = horovod_environment(cfg, full_env)
-    full_env.update(emulated["env"] if emulated else {})
-    full_env.update(watchdog.launcher_identity())
-    full_env.update(env or {})
+    full_env = job_environment(cfg, emulated, env)
     record = horovod_record(cfg, full_env)
     for d in run_dirs:  # the Horovod settings the job's processes actually got
         system = read_json(d / "system.json")
@@ -450,11 +443,32 @@ def _execute_job(cfgs: list[RunConfig], run_dirs: list[Path], echo: bool, env: d
             reason = "interrupted by the user (Ctrl-C)"
         except _Terminated as e:
             reason = f"the launcher received {e}: job cancelled"
-        cancelled = reason is not None
-        if cancelled:
+        if reason is not None:
             _kill_job(proc, configs[0])
             rc = proc.wait()
         pump.join(timeout=10)
+    over_ssh = emulated is not None or bool(cfg.launch.hostfile or cfg.launch.hosts)
+    return _settle(run_dirs, rc, reason, tail, t0, over_ssh)
+
+
+def job_environment(cfg: RunConfig, emulated: dict | None, env: dict | None) -> dict[str, str]:
+    """The environment of a job's processes: this one's, the suite on PYTHONPATH, progress lines, Horovod's settings
+    of the run, the emulated cluster's variables, the launcher's identity (the ranks watch it), then ``env``."""
+    full_env = dict(os.environ)
+    full_env.setdefault("BENCH_PROGRESS", "1")
+    full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), full_env.get("PYTHONPATH")]))
+    full_env.setdefault("HOROVOD_GLOO_TIMEOUT_SECONDS", "120")
+    full_env = horovod_environment(cfg, full_env)
+    full_env.update(emulated["env"] if emulated else {})
+    full_env.update(watchdog.launcher_identity())
+    full_env.update(env or {})
+    return full_env
+
+
+def _settle(run_dirs: list[Path], rc: int, reason: str | None, tail, t0: float, over_ssh: bool) -> list[int]:
+    """After the job: each run's code (0: an ``ok`` summary, kept as it is); every other run is marked failed with
+    the job's reason (cancelled, timed out, horovodrun's exit code and last error line, or no summary)."""
+    cancelled = reason is not None
     codes = []
     for run_dir in run_dirs:
         summary_path = run_dir / "summary.json"
@@ -469,7 +483,7 @@ def _execute_job(cfgs: list[RunConfig], run_dirs: list[Path], echo: bool, env: d
         if why is None:
             why = "job ended without an ok summary"
         mark_failed(run_dir, why, root_cause=cancelled, exit_code=rc, wall_s=time.time() - t0)
-        _name_killed_rank(run_dir, tail, over_ssh=emulated is not None or bool(cfg.launch.hostfile or cfg.launch.hosts))
+        _name_killed_rank(run_dir, tail, over_ssh=over_ssh)
         print(f"[bench] run FAILED: {read_json(summary_path).get('reason')} ({run_dir})", file=sys.stderr)
         codes.append(1)
     return codes
