@@ -320,6 +320,34 @@ def run(study: Study, algorithm: str) -> list[tuple[str, str]]:
     return results
 
 
+ANALYSES = ("speedup", "convergence", "temporal_efficiency", "hardware", "regimes", "report")
+"""The analysis notebooks (``notebooks/<name>.ipynb``) a study's DVC stages execute, one stage each."""
+
+
+def analyse(study: Study, notebook: str, html: bool = False) -> Path:
+    """Execute ``notebooks/<notebook>.ipynb`` for the study with papermill (parameter ``study``) into
+    ``results/<study>/notebooks/``; with ``html``, also render it without its code as ``results/<study>/<notebook>.html``
+    (nbconvert). Returns the executed notebook's path. What each DVC analysis stage runs."""
+    import papermill
+
+    if notebook not in ANALYSES:
+        raise BenchError(f"unknown analysis notebook {notebook!r}; valid: {', '.join(ANALYSES)}")
+    layout = study.layout
+    layout.notebooks.mkdir(parents=True, exist_ok=True)
+    out = layout.notebooks / f"{notebook}.ipynb"
+    papermill.execute_notebook(str(REPO_ROOT / "notebooks" / f"{notebook}.ipynb"), str(out),
+                               parameters={"study": study.name}, cwd=str(REPO_ROOT), kernel_name="python3",
+                               progress_bar=False)
+    if html:
+        import nbformat
+        from nbconvert import HTMLExporter
+
+        exporter = HTMLExporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True)
+        body, _ = exporter.from_notebook_node(nbformat.read(str(out), as_version=4))
+        (layout.dir / f"{notebook}.html").write_text(body)
+    return out
+
+
 def publish(study: Study, dest: Path) -> list[Path]:
     """Copy what the study's analysis wrote (tables, figures, metrics, report) to ``dest`` with ``runs.csv`` (every
     run's status) and ``system.md`` (the machine and the network of each hardware profile, from the runs'
@@ -383,6 +411,11 @@ def main(args) -> int:
         print(f"[prepare] {prepare(study)}")
     elif args.action == "calibrate":
         print(f"[calibrate] {calibrate(study)}")
+    elif args.action == "analyse":
+        if not args.algorithm:
+            raise BenchError(f"study analyse needs a notebook: python -m bench study analyse NAME (valid: "
+                             f"{', '.join(ANALYSES)})")
+        print(f"[analyse] {analyse(study, args.algorithm, html=args.html)}")
     elif args.action == "publish":
         if not args.to:
             raise BenchError("study publish needs a destination: python -m bench study publish --to docs/results/<study>")
@@ -397,8 +430,10 @@ def main(args) -> int:
 
 def add_parser(sub) -> None:
     s = sub.add_parser("study", help="plan, prepare or run a study of params.yaml (the DVC stages call these)")
-    s.add_argument("action", choices=["plan", "prepare", "calibrate", "run", "publish"])
-    s.add_argument("algorithm", nargs="?", help="registry key (study run)")
+    s.add_argument("action", choices=["plan", "prepare", "calibrate", "run", "analyse", "publish"])
+    s.add_argument("algorithm", nargs="?", metavar="ALGO|NOTEBOOK",
+                   help="registry key (study run) or analysis notebook (study analyse)")
+    s.add_argument("--html", action="store_true", help="analyse: also render the notebook as <study>/<notebook>.html")
     s.add_argument("--study", help="study of params.yaml (default: its `study`)")
     s.add_argument("--to", help="publish: the folder to copy the study's tables, figures and system description to")
     s.set_defaults(func=main)
