@@ -89,3 +89,19 @@ def test_list_params_prints_every_hyperparameter_with_its_default_and_the_value_
     out = proc.stdout
     assert "    sync_epochs = 1.0 (params.yaml: 0.25)  # " in out  # fast's override, beside its default
     assert "    rho = 5.0  # " in out and "    delay = 1  # " in out  # defaults with their meaning
+
+
+def test_study_analyse_refuses_an_unknown_notebook_naming_the_valid_ones():
+    proc = subprocess.run([sys.executable, "-m", "bench", "study", "analyse", "speedups"], cwd=str(REPO),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "'speedups'" in proc.stderr and "speedup, convergence, temporal_efficiency" in proc.stderr
+
+
+def test_every_analysis_stage_runs_its_notebook_through_bench_study_analyse():
+    from bench.study import ANALYSES
+
+    stages = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
+    for name in ANALYSES:
+        assert f"python -m bench study analyse {name} " in stages[name]["cmd"], stages[name]["cmd"]
+        assert (REPO / "notebooks" / f"{name}.ipynb").is_file()
