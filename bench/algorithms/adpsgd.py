@@ -83,7 +83,6 @@ class ADPSGD(Algorithm):
         self.graph = Bipartite(n)
         self.params = list(model.parameters())
         self.numel = vectors.numel(self.params)
-        self.t = 0
         self.averagings = 0  # active: initiated; passive: served
         self.lock = threading.Lock()
         self.neighbours = self.graph.out_peers(rank) if n > 1 else []
@@ -109,7 +108,7 @@ class ADPSGD(Algorithm):
         """x_i, x_j ← (x_i + x_j)/2 with passive ``partner`` (served by its thread); returns bytes sent."""
         mine = vectors.flat(self.params)
         with self.ctx.timer.comm():
-            theirs = self.pairs.swap(partner, mine, self.t)  # comm: x_i to the partner, x_j back
+            theirs = self.pairs.swap(partner, mine, self.t - 1)  # comm: x_i to the partner, x_j back; the step from 0
         vectors.assign_(self.params, (mine + theirs) / 2)  # (x_active + x_passive)/2, the passive's operand order
         self.averagings += 1
         self.last_partner = partner
@@ -167,7 +166,6 @@ class ADPSGD(Algorithm):
                 stats.bytes_sent, self.served_bytes = self.served_bytes, 0
             finally:
                 self.lock.release()
-        self.t += 1
         return stats
 
     def snapshot(self):

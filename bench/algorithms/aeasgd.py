@@ -18,8 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import BenchError
-from .base import StepStats
-from .ps_base import PSAlgorithm, check_positive_int, check_range, merge
+from .base import StepStats, check_window, window_params
+from .ps_base import PSAlgorithm, check_range, merge
 
 
 class AEASGD(PSAlgorithm):
@@ -27,16 +27,16 @@ class AEASGD(PSAlgorithm):
     paper = "asynchronous elastic averaging SGD (Zhang, Choromanska, LeCun NIPS 2015; Hermans 2017)"
 
     @dataclass
-    class Params(PSAlgorithm.Params):
-        communication_window: int = 4
-        """λ: local steps between a worker's elastic exchanges with the server."""
+    class Params(window_params(4), PSAlgorithm.Params):
+        """``communication_window`` λ: local steps between a worker's elastic exchanges with the server."""
+
         rho: float = 5.0
         """ρ: elasticity; the moving rate is α = η·ρ (η the run's lr) and must lie in (0, 1]."""
 
     @classmethod
     def validate(cls, params, cfg) -> None:
         super().validate(params, cfg)
-        check_positive_int(params, "communication_window")
+        check_window(cls.name, params)
         check_range("rho", params.rho, 0.0, float("inf"), lo_open=True)
         alpha = cfg.train.lr * params.rho
         if not 0.0 < alpha <= 1.0:

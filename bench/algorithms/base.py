@@ -25,19 +25,41 @@ A new need becomes a method here, never an ``if`` on an algorithm's name in the 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar
 
 import torch
 from torch import nn
 
-from .. import vectors
+from .. import BenchError, vectors
 from ..timing import StepTimer
 
 
 @dataclass
 class NoParams:
     """This algorithm has no hyperparameters."""
+
+
+@functools.cache
+def window_params(default: int) -> type:
+    """The base of a windowed algorithm's ``Params``: the one declaration of ``communication_window`` (λ), with that
+    algorithm's default. What ends a window (an averaging, an elastic exchange, a commit) is said in the docstring
+    of the algorithm's ``Params``; :func:`check_window` validates it."""
+
+    @dataclass
+    class WindowParams:
+        communication_window: int = default
+        """λ >= 1: local steps a worker takes between two of its communications."""
+
+    WindowParams.__qualname__ = WindowParams.__name__ = f"WindowParams{default}"
+    return WindowParams
+
+
+def check_window(name: str, params) -> None:
+    """λ = ``communication_window`` must be an integer >= 1 (a :class:`bench.BenchError` naming algorithm ``name``)."""
+    if params.communication_window < 1:
+        raise BenchError(f"{name}: communication_window must be an integer >= 1, got {params.communication_window!r}")
 
 
 @dataclass
@@ -92,6 +114,9 @@ class Algorithm:
         self.model: nn.Module | None = None
         self.optimizer: torch.optim.Optimizer | None = None
         self.eval_net = vectors.EvalNet(ctx.build_model)
+        self.t = 0
+        """The steps this worker has begun, counted by :meth:`forward_backward` (one call per step): between steps the
+        steps taken; within a step, once its gradient is computed, that step's number counted from 1."""
         self._grad_params: tuple[nn.Module | None, list] = (None, [])  # forward_backward's model and its parameters
 
     # -- class-level hooks, used before anything is launched ------------------------------
@@ -150,7 +175,9 @@ class Algorithm:
 
     # -- helpers shared by subclasses ----------------------------------------------------
     def forward_backward(self, x: torch.Tensor, y: torch.Tensor, model: nn.Module | None = None) -> StepStats:
-        """Zero the gradients, forward, loss, backward; returns loss and the number of correct predictions."""
+        """Zero the gradients, forward, loss, backward; returns loss and the number of correct predictions.
+        Every step calls it once: it counts the step (:attr:`t`)."""
+        self.t += 1
         model = model or self.model
         if self._grad_params[0] is not model:  # a module's parameter walk costs more than the loop below
             self._grad_params = (model, list(model.parameters()))

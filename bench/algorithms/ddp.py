@@ -90,7 +90,6 @@ class DDP(Algorithm):
         dev = self.ctx.device
         self.ddp = DistributedDataParallel(model, device_ids=[dev.index] if dev.type == "cuda" else None)  # comm: broadcasts rank 0's parameters
         self.comm.broadcast_optimizer_state(optimizer, root=0)  # comm:
-        self.t = 0
         self.grad_bytes = self.param_bytes(grads=True)
         self.grad_numel = sum(p.numel() for p in model.parameters() if p.requires_grad)
         self.elsize = next(model.parameters()).element_size()
@@ -127,7 +126,7 @@ class DDP(Algorithm):
             stats.bytes_sent = sent * self.elsize if sent else self.grad_bytes  # 0: a plain allreduce step (before start_powerSGD_iter)
         elif self.averager is not None:
             warm, avg = self.p.post_localsgd_start_iter, self.averager
-            stats.bytes_sent = self.grad_bytes if self.t < warm else 0
+            stats.bytes_sent = self.grad_bytes if self.t <= warm else 0  # self.t counts from 1
             if avg.step >= avg.warmup_steps and (avg.step - avg.warmup_steps) % avg.period == 0:
                 with self.ctx.timer.comm():
                     avg.average_parameters(self.model.parameters())  # comm: θᵏ ← mean_j θʲ
@@ -137,7 +136,6 @@ class DDP(Algorithm):
                 avg.average_parameters(self.model.parameters())  # no communication: advances the averager's step count
         else:
             stats.bytes_sent = self.grad_numel * 2 if self.p.comm_hook == "fp16" else self.grad_bytes
-        self.t += 1
         return stats
 
     def stats(self) -> dict:

@@ -54,7 +54,6 @@ class Delayed(Algorithm):
         n = vectors.numel(self.params)
         self.buffers = [torch.zeros(n, dtype=self.params[0].dtype, device=self.ctx.device) for _ in range(self.p.delay + 1)]
         self.inflight: deque = deque()  # (slot, handle), oldest first
-        self.t = 0
         self.applied = 0
 
     def _apply(self, slot: int) -> None:
@@ -74,13 +73,13 @@ class Delayed(Algorithm):
 
     def step(self, x, y) -> StepStats:
         stats = self.forward_backward(x, y)
-        slot = self.t % (self.p.delay + 1)  # free: the reduction that used it was applied at step t-1
+        t = self.t - 1  # this step, counted from 0
+        slot = t % (self.p.delay + 1)  # free: the reduction that used it was applied at step t-1
         with self.ctx.timer.comm():
             torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in self.params],
                       out=self.buffers[slot])
             handle = self.comm.allreduce_async_(self.buffers[slot], name=f"delayed.{slot}")  # comm: mean_k g_t
         self.inflight.append((slot, handle))
-        self.t += 1
         if len(self.inflight) > self.p.delay:
             self._complete_oldest()
         stats.bytes_sent = self.buffers[slot].numel() * self.buffers[slot].element_size()

@@ -63,8 +63,8 @@ from typing import Literal
 import torch
 
 from .. import BenchError, vectors
-from .averaging import WindowedAveraging, check_window
-from .base import StepStats
+from .averaging import WindowedAveraging
+from .base import window_params
 
 
 def outer_sgd_(theta: torch.Tensor, buf: torch.Tensor, delta: torch.Tensor, lr: float, momentum: float,
@@ -93,9 +93,9 @@ class DiLoCo(WindowedAveraging):
     averaged_evaluation = False  # the evaluated model is θ̃, the same on every rank
 
     @dataclass
-    class Params:
-        communication_window: int = 8
-        """H: inner optimizer steps between two outer steps (paper: 500 on language models)."""
+    class Params(window_params(8)):
+        """``communication_window`` H: inner optimizer steps between two outer steps (paper: 500 on language models)."""
+
         outer_lr: float = 0.7
         """η_out: learning rate of the outer SGD (paper: 0.7)."""
         outer_momentum: float = 0.9
@@ -115,7 +115,7 @@ class DiLoCo(WindowedAveraging):
 
     @classmethod
     def validate(cls, params, cfg) -> None:
-        check_window(cls.name, params)
+        super().validate(params, cfg)
         p = params
         if not p.outer_lr > 0:
             raise BenchError(f"diloco: outer_lr must be > 0, got {p.outer_lr!r}")
@@ -183,9 +183,8 @@ class DiLoCo(WindowedAveraging):
         self._apply(self.slices[frag], delta, self.alpha)
         self.sync_log.append((frag, sent, self.t))
 
-    def step(self, x, y) -> StepStats:
-        stats = self.local_step(x, y)
-        self.t += 1
+    def communicate(self) -> int:
+        """After the local step: apply the exchanges whose τ steps have passed, start (or make) the fragments' due ones."""
         h = self.p.communication_window
         for frag in sorted(self.inflight, key=lambda f: self.inflight[f][0]):
             if self.inflight[frag][0] + self.tau <= self.t:
@@ -201,10 +200,9 @@ class DiLoCo(WindowedAveraging):
                     self._start(frag)
                 self.last_sent[frag] = self.t
                 sent += (sl.stop - sl.start) * self.outer.element_size()
-        stats.bytes_sent = sent
-        return stats
+        return sent
 
-    def finalize(self) -> None:
+    def finalize(self) -> None:  # its own leftover rule: every fragment's exchange in flight, then the whole vector
         for frag in sorted(self.inflight, key=lambda f: self.inflight[f][0]):
             self._finish(frag)
         if self.t > min(self.last_sent):

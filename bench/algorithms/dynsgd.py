@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .ps_base import CommitWindow
+from .base import window_params
+from .ps_base import CommitWindow, WindowAlgorithm
 
 
 def dynsgd_update(centre, delta, tau: int) -> None:
@@ -27,9 +28,8 @@ class DynSGD(CommitWindow):
     paper = "DynSGD: commits scaled by 1/(staleness+1) (Jiang et al. SIGMOD 2017; Hermans 2017)"
 
     @dataclass
-    class Params(CommitWindow.Params):
-        communication_window: int = 1
-        """λ: local steps between a worker's commits (each commit is followed by a pull)."""
+    class Params(window_params(1), WindowAlgorithm.Params):
+        """``communication_window`` λ: local steps between a worker's commits (each commit is followed by a pull)."""
 
     def server_rule(self, centre, payload, tau, worker, pulled) -> bool:
         dynsgd_update(centre, payload, tau)

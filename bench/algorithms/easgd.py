@@ -31,25 +31,25 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import BenchError, vectors
-from .averaging import check_window
-from .base import Algorithm, StepStats
+from .averaging import WindowedAveraging
+from .base import window_params
 
 
-class EASGD(Algorithm):
+class EASGD(WindowedAveraging):
     name = "easgd"
     paper = "synchronous Elastic Averaging SGD, centre replicated (Zhang, Choromanska & LeCun 2015)"
-    family = "allreduce"
+    averaged_evaluation = False  # the evaluated model is the centre θ̃, the same on every rank
 
     @dataclass
-    class Params:
+    class Params(window_params(4)):
+        """``communication_window`` λ (τ in the paper): local optimizer steps between two elastic exchanges."""
+
         rho: float = 5.0
         """ρ: elastic force; the moving rate is α = lr·ρ (needs 0 < α < 1 and np·α < 2)."""
-        communication_window: int = 4
-        """λ (τ in the paper): local optimizer steps between two elastic exchanges."""
 
     @classmethod
     def validate(cls, params, cfg) -> None:
-        check_window(cls.name, params)
+        super().validate(params, cfg)
         if params.rho <= 0:
             raise BenchError(f"easgd: rho must be > 0, got {params.rho!r}")
         alpha = cfg.train.lr * params.rho
@@ -62,34 +62,18 @@ class EASGD(Algorithm):
                              f"choose rho < {2 / (n * cfg.train.lr):.4g}")
 
     def setup(self, model, optimizer):
-        super().setup(model, optimizer)
-        self.comm.broadcast_state(model, optimizer)  # comm: common start (parameters and optimizer state)
+        super().setup(model, optimizer)  # common start (parameters and optimizer state)
         self.alpha = self.ctx.cfg.train.lr * self.p.rho
         self.centre = vectors.flat(model.parameters())  # θ̃, the same on every rank
-        self.t = self.last_exchange = 0
-        self.exchanges = 0
 
-    def exchange(self) -> None:
+    def exchange(self) -> int:
         theta = vectors.flat(self.model.parameters())
         e = self.alpha * (theta - self.centre)
         vectors.assign_(self.model.parameters(), theta - e)  # θᵏ ← θᵏ − e_k
         with self.ctx.timer.comm():
             self.comm.allreduce_(e, name="easgd.elastic", average=False)  # comm: Σ_k e_k
         self.centre += e  # θ̃ ← θ̃ + Σ_k e_k
-        self.last_exchange = self.t
-        self.exchanges += 1
-
-    def step(self, x, y) -> StepStats:
-        stats = self.local_step(x, y)
-        self.t += 1
-        if self.t % self.p.communication_window == 0:
-            self.exchange()
-            stats.bytes_sent = self.centre.numel() * self.centre.element_size()
-        return stats
-
-    def finalize(self) -> None:
-        if self.t > self.last_exchange:
-            self.exchange()
+        return self.centre.numel() * self.centre.element_size()
 
     def eval_params(self):
         return self.centre

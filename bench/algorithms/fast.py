@@ -95,7 +95,7 @@ class FAST(Algorithm):
         ds = self.ctx.dataset
         k = min(self.p.sync_samples, len(ds.x_train))
         self.sel_x, self.sel_y = ds.x_train[:k].to(self.ctx.device), ds.y_train[:k].to(self.ctx.device)
-        self.t, self.pending, self.winners, self.synced_at = 0, None, [], -1
+        self.pending, self.winners, self.synced_at = None, [], -1
 
     def _apply(self, grad: torch.Tensor) -> None:
         vectors.assign_([p.grad for p in self.params], grad)
@@ -122,9 +122,8 @@ class FAST(Algorithm):
         self.optimizer.step()  # own gradient
         self._drain()  # neighbours' gradients of step t-1
         self.pending = exchange
-        stats.staleness = 1.0 if self.neighbours and self.t > 0 else 0.0
+        stats.staleness = 1.0 if self.neighbours and self.t > 1 else 0.0  # the first step (self.t = 1) received nothing
         stats.bytes_sent = len(self.neighbours) * g.numel() * g.element_size()
-        self.t += 1
         if self.t % self.sync_every == 0:
             stats.bytes_sent += self.sync()
         return stats

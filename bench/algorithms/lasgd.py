@@ -29,7 +29,6 @@ from __future__ import annotations
 
 from .. import vectors
 from .averaging import WindowedAveraging
-from .base import StepStats
 
 
 class LASGD(WindowedAveraging):
@@ -56,29 +55,28 @@ class LASGD(WindowedAveraging):
         norm = float(self.mean.norm())
         self.max_gap = max(self.max_gap, float((self.sent - self.mean).norm()) / max(norm, 1e-12))
         self.handle = None
-        self.averagings += 1
 
-    def step(self, x, y) -> StepStats:
-        stats = self.local_step(x, y)
-        self.t += 1
+    def communicate(self) -> int:
         if self.handle is not None and self.comm.poll(self.handle):  # comm: never blocks
             self._complete(blocking=False)
-        if self.t % self.p.communication_window == 0:
-            if self.handle is not None:
-                self._complete(blocking=True)
-            with self.ctx.timer.comm():
-                self.sent = vectors.flat(self.model.parameters())
-                self.mean = self.sent.clone()
-                self.handle = self.comm.allreduce_async_(self.mean, name="lasgd.avg")  # comm: mean_j s_j, in flight
-            stats.bytes_sent = self.param_bytes()
-        return stats
+        return super().communicate()
 
-    def finalize(self) -> None:
+    def exchange(self) -> int:
+        """Start an averaging of a snapshot, after completing the one still in flight."""
+        if self.handle is not None:
+            self._complete(blocking=True)
+        with self.ctx.timer.comm():
+            self.sent = vectors.flat(self.model.parameters())
+            self.mean = self.sent.clone()
+            self.handle = self.comm.allreduce_async_(self.mean, name="lasgd.avg")  # comm: mean_j s_j, in flight
+        return self.param_bytes()
+
+    def finalize(self) -> None:  # no leftover averaging: the one in flight is completed and applied
         if self.handle is not None:
             self._complete(blocking=True)
 
     def stats(self) -> dict:
         out = {f"lasgd_max_rel_gap_rank{self.comm.rank}": self.max_gap}
-        if self.comm.rank == 0:
-            out.update(averagings=self.averagings, averagings_waited_for=self.waited)
+        if self.comm.rank == 0:  # every averaging started has been completed by finalize
+            out.update(averagings=self.exchanges, averagings_waited_for=self.waited)
         return out

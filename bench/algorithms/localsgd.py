@@ -23,36 +23,18 @@ from __future__ import annotations
 
 from .. import vectors
 from .averaging import WindowedAveraging
-from .base import StepStats
 
 
 class LocalSGD(WindowedAveraging):
     name = "localsgd"
     paper = "local SGD / model averaging every λ steps (Povey et al. 2014; Lin et al. 2020)"
 
-    def setup(self, model, optimizer):
-        super().setup(model, optimizer)
-        self.last_average = 0
-
-    def average(self) -> None:
+    def exchange(self) -> int:
         vec = vectors.flat(self.model.parameters())
         with self.ctx.timer.comm():
             self.comm.allreduce_(vec, name="localsgd.avg")  # comm: θᵏ ← mean_j θʲ
         vectors.assign_(self.model.parameters(), vec)
-        self.last_average = self.t
-        self.averagings += 1
-
-    def step(self, x, y) -> StepStats:
-        stats = self.local_step(x, y)
-        self.t += 1
-        if self.t % self.p.communication_window == 0:
-            self.average()
-            stats.bytes_sent = self.param_bytes()
-        return stats
-
-    def finalize(self) -> None:
-        if self.t > self.last_average:
-            self.average()
+        return self.param_bytes()
 
     def stats(self) -> dict:
-        return {"averagings": self.averagings} if self.comm.rank == 0 else {}
+        return {"averagings": self.exchanges} if self.comm.rank == 0 else {}

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import torch
 
 from .. import BenchError, vectors
-from .base import Algorithm, StepStats
+from .base import Algorithm, StepStats, check_window, window_params
 
 
 def check_positive_int(params, *names: str) -> None:
@@ -139,7 +139,6 @@ class PSAlgorithm(Algorithm):
         self.numel = vectors.numel(self.params)
         self.server_rank = self.ctx.num_workers  # the last rank
         self._done = False
-        self.t = 0  # local steps taken
         if self.is_server():
             self.snapshots: list[tuple[dict, dict]] = []
             self.server = PSServer(self.flat(), list(range(self.ctx.num_workers)), self.server_rule,
@@ -177,11 +176,6 @@ class PSAlgorithm(Algorithm):
             self.load(self._buf)
         nbytes = payload.numel() * 4 + self.client.header_bytes
         return StepStats(loss=0.0, correct=0, staleness=float(tau), bytes_sent=nbytes)
-
-    def local_step(self, x, y) -> StepStats:
-        stats = super().local_step(x, y)
-        self.t += 1
-        return stats
 
     def flush(self) -> None:
         """Commit what a worker still holds before saying done (override where it applies)."""
@@ -272,9 +266,8 @@ class CommitWindow(WindowAlgorithm):
     (one round trip): DynSGD (scale 1), AGN and ADAG (scale 1/λ)."""
 
     @dataclass
-    class Params(WindowAlgorithm.Params):
-        communication_window: int = 4
-        """λ: local steps accumulated before a worker commits and pulls."""
+    class Params(window_params(4), WindowAlgorithm.Params):
+        """``communication_window`` λ: local steps accumulated before a worker commits and pulls."""
 
     def commit_scale(self) -> float:
         return 1.0
@@ -282,7 +275,7 @@ class CommitWindow(WindowAlgorithm):
     @classmethod
     def validate(cls, params, cfg) -> None:
         super().validate(params, cfg)
-        check_positive_int(params, "communication_window")
+        check_window(cls.name, params)
 
     def fetch_push(self):
         lam = self.p.communication_window
@@ -301,5 +294,4 @@ class GradientAlgorithm(PSAlgorithm):
             self.pull()
         stats = self.forward_backward(x, y)
         grad = vectors.flat(p.grad for p in self.params).to(torch.float32)
-        self.t += 1
         return merge(stats, self.commit(grad, pull=True))

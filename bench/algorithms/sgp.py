@@ -67,7 +67,6 @@ class SGP(Algorithm):
         self.params = list(model.parameters())
         x = vectors.flat(self.params)
         self.xw = torch.cat([x, x.new_ones(1)])  # [x_i, w_i]: one message per peer
-        self.t = 0
         self.pending = None  # overlap: the exchange of the last round
 
     def z(self) -> torch.Tensor:
@@ -93,14 +92,14 @@ class SGP(Algorithm):
         if self.p2p is not None:
             stats.bytes_sent = self._gossip()
         self._load_z()
-        self.t += 1
         return stats
 
     def _gossip(self) -> int:
-        out, inn = self.graph.out_peers(self.comm.rank, self.t), self.graph.in_peers(self.comm.rank, self.t)
+        t = self.t - 1  # the round, counted from 0
+        out, inn = self.graph.out_peers(self.comm.rank, t), self.graph.in_peers(self.comm.rank, t)
         if self.p.overlap:
             self._receive_pending()  # round t-1's messages, after this round's local update
-        self.xw *= self.graph.mixing_weight(self.comm.rank, self.t)
+        self.xw *= self.graph.mixing_weight(self.comm.rank, t)
         share = self.xw.clone() if self.p.overlap else self.xw  # overlap: xw changes while the send is in flight
         with self.ctx.timer.comm():
             self.pending = self.p2p.exchange([(share, dst) for dst in out],  # comm: this round's messages

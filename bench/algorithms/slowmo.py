@@ -39,8 +39,8 @@ from dataclasses import dataclass
 import torch
 
 from .. import BenchError, vectors
-from .averaging import WindowedAveraging, check_window
-from .base import StepStats
+from .averaging import WindowedAveraging
+from .base import window_params
 
 
 class SlowMo(WindowedAveraging):
@@ -49,9 +49,9 @@ class SlowMo(WindowedAveraging):
     averaged_evaluation = False  # the evaluated model is the outer iterate x_{s,0}, the same on every rank
 
     @dataclass
-    class Params:
-        communication_window: int = 4
-        """τ: local base-optimizer steps per outer iteration (fairscale's slowmo_frequency)."""
+    class Params(window_params(4)):
+        """``communication_window`` τ: local base-optimizer steps per outer iteration (fairscale's slowmo_frequency)."""
+
         slow_momentum: float = 0.5
         """β: slow momentum, 0 <= β < 1 (fairscale's default 0.5; 0 with slow_lr 1 is localsgd)."""
         slow_lr: float = 1.0
@@ -59,7 +59,7 @@ class SlowMo(WindowedAveraging):
 
     @classmethod
     def validate(cls, params, cfg) -> None:
-        check_window(cls.name, params)
+        super().validate(params, cfg)
         if not 0 <= params.slow_momentum < 1:
             raise BenchError(f"slowmo: slow_momentum must be in [0, 1), got {params.slow_momentum!r}")
         if not params.slow_lr > 0:
@@ -72,33 +72,19 @@ class SlowMo(WindowedAveraging):
         self.x0 = vectors.flat(model.parameters())  # x_{s,0}, the same on every rank
         self.u = torch.zeros_like(self.x0)  # slow momentum
         self.gamma = self.ctx.cfg.train.lr
-        self.last_outer = 0
-        self.outer_steps = 0
 
-    def outer_step(self) -> None:
+    def exchange(self) -> int:
+        """One outer iteration."""
         x = vectors.flat(self.model.parameters())
         with self.ctx.timer.comm():
             self.comm.allreduce_(x, name="slowmo.avg")  # comm: x̄ = mean_k xᵏ (exact average)
         self.u.mul_(self.p.slow_momentum).add_((self.x0 - x) / self.gamma)  # u ← βu + (x_{s,0} − x̄)/γ
         self.x0.sub_(self.u, alpha=self.p.slow_lr * self.gamma)  # x_{s+1,0} = x_{s,0} − αγu
         vectors.assign_(self.model.parameters(), self.x0)
-        self.last_outer = self.t
-        self.outer_steps += 1
-
-    def step(self, x, y) -> StepStats:
-        stats = self.local_step(x, y)
-        self.t += 1
-        if self.t % self.p.communication_window == 0:
-            self.outer_step()
-            stats.bytes_sent = self.param_bytes()
-        return stats
-
-    def finalize(self) -> None:
-        if self.t > self.last_outer:
-            self.outer_step()
+        return self.param_bytes()
 
     def eval_params(self) -> torch.Tensor:
         return self.x0
 
     def stats(self) -> dict:
-        return {"outer_steps": self.outer_steps} if self.comm.rank == 0 else {}
+        return {"outer_steps": self.exchanges} if self.comm.rank == 0 else {}

@@ -149,7 +149,7 @@ def test_slowmo_one_worker_known_update():
             x = x0.clone()
         assert torch.allclose(model.w.detach(), x, atol=1e-13)
     assert torch.allclose(algo.x0, x0, atol=1e-13) and torch.allclose(algo.u, u, atol=1e-12)
-    assert algo.outer_steps == 2
+    assert algo.exchanges == 2  # outer steps
 
 
 def test_streaming_schedule_one_worker():
