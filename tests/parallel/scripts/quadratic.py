@@ -1,4 +1,4 @@
-"""The quadratic harness of the exact-rule scripts (allreduce_family.py, after_seeds.py), run under horovodrun.
+"""The quadratic harness of the exact-rule scripts (allreduce_family.py, outer_optimizers_and_compression.py), run under horovodrun.
 
 Every rank builds an algorithm with a real Context and Comm on a model whose loss is a quadratic with a
 known minimiser per step and rank: rows of batch(t, k) are the target c(t, k), so ∇L(w) = w − c(t, k), and a

@@ -1,6 +1,6 @@
-"""One horovodrun job (np=2) for the after-the-seeds checks (tests/parallel/test_after_seeds.py).
+"""One horovodrun job (np=2) for the outer-optimizer and compression checks (tests/parallel/test_outer_optimizers_and_compression.py).
 
-    horovodrun -np 2 --gloo python after_seeds.py OUT_DIR
+    horovodrun -np 2 --gloo python outer_optimizers_and_compression.py OUT_DIR
 
 1. Exact rules on a quadratic with known gradients (float64), as scripts/allreduce_family.py: every
    rank builds the algorithm with a real Context and Comm, feeds batches whose rows are a known

@@ -1,6 +1,6 @@
-"""After the seeds (diloco, slowmo, sync's compression, ddp's comm hooks) under real horovodrun, np=2.
+"""Outer optimizers over local SGD and compression baselines (diloco, slowmo, sync's compression, ddp's comm hooks) under real horovodrun, np=2.
 
-Most checks share ONE horovodrun job (scripts/after_seeds.py): exact rules on a quadratic with known
+Most checks share ONE horovodrun job (scripts/outer_optimizers_and_compression.py): exact rules on a quadratic with known
 gradients (diloco's outer Nesterov step, slowmo's slow momentum, Streaming DiLoCo's fragment schedule),
 then real runs of the worker loop (tiny profile for the equalities with localsgd, laptop profile for
 convergence) into run directories that the tests below read. Adasum is refused before launch on this
@@ -18,14 +18,14 @@ from bench.results import load_run
 from conftest import bench_cli, horovod_job, max_diff, saved_model as model
 
 SCRIPTS = Path(__file__).parent / "scripts"
-LAPTOP_STEPS = 120  # scripts/after_seeds.py LAPTOP["max_steps"]
+LAPTOP_STEPS = 120  # scripts/outer_optimizers_and_compression.py LAPTOP["max_steps"]
 LAPTOP_RUNS = ("diloco", "diloco-streaming", "slowmo", "sync-fp16", "ddp-allreduce", "ddp-fp16", "ddp-powersgd",
                "ddp-post_localsgd")
 
 
 @pytest.fixture(scope="module")
 def job(tmp_path_factory):
-    return horovod_job(tmp_path_factory, 2, SCRIPTS / "after_seeds.py")
+    return horovod_job(tmp_path_factory, 2, SCRIPTS / "outer_optimizers_and_compression.py")
 
 
 def rank0_bytes(run):

@@ -1,4 +1,4 @@
-"""After the seeds: diloco and slowmo rules on known tensors, Streaming DiLoCo's schedule, and the validation of
+"""Outer optimizers over local SGD: diloco and slowmo rules on known tensors, Streaming DiLoCo's schedule, and the validation of
 diloco, slowmo, sync's compression/op and ddp's comm hooks (one process, nothing launched)."""
 
 from __future__ import annotations
