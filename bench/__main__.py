@@ -13,22 +13,24 @@ from .algorithms import get_algorithm, names
 
 def cmd_list(args) -> int:
     width = max(map(len, names()))
+    if args.params:
+        from .resolve import load_params
+
+        set_in_params = load_params().get("algorithms") or {}  # read once, not once per algorithm
     for name in names():
         algo = get_algorithm(name)
         print(f"{name:<{width}}  {algo.family:<10}  {algo.paper}")
         if args.params:
-            _print_params(name, algo)
+            _print_params(algo, set_in_params.get(name) or {})
     return 0
 
 
-def _print_params(name: str, algo) -> None:
+def _print_params(algo, set_here: dict) -> None:
     """An algorithm's hyperparameters: default, params.yaml's value where it sets one, the field's docstring."""
     import dataclasses
 
-    from .resolve import load_params
     from .typed import field_docs
 
-    set_here = (load_params().get("algorithms") or {}).get(name) or {}
     docs = field_docs(algo.Params)
     for f in dataclasses.fields(algo.Params):
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
