@@ -125,7 +125,8 @@ HOROVOD_DEFAULTS = {"cycle_time_ms": 1.0, "fusion_threshold_bytes": 128 * 1024 *
 class HorovodSettings:
     """Horovod's run-time settings of a job (a hardware profile's ``horovod:`` block; ``--set horovod.KEY=VALUE``).
 
-    Each (but ``wait_sleep_us`` and ``wait_spin_us``, the suite's own way of waiting) becomes one ``HOROVOD_*`` environment variable of
+    Each (but ``wait_sleep_us`` and ``wait_spin_us``, the suite's own way of waiting, and ``groups``, an argument of
+    Horovod's optimizer) becomes one ``HOROVOD_*`` environment variable of
     the job's processes, read once by ``hvd.init()``;
     ``None`` sets nothing (Horovod's default, :data:`HOROVOD_DEFAULTS`, or whatever the launching shell sets).
     The values each hardware profile uses and the measurements that chose them: ``docs/horovod.md``; the job's
@@ -152,6 +153,11 @@ class HorovodSettings:
     a number waits adaptively (``bench.comm.Comm.wait_sleeping``): polls without sleeping for ``wait_spin_us``,
     then sleeps between polls, the first sleep short and each one twice the last up to this many microseconds,
     leaving the core to Horovod's background thread and the other ranks (``docs/horovod.md``)."""
+    groups: int | None = None
+    """``hvd.DistributedOptimizer(groups=N)`` (an argument the suite passes, not a variable): the gradients are split
+    into N groups in parameter order, and a group's grouped allreduce is enqueued once the backward hooks of all its
+    gradients have fired (1: one allreduce per step, after backward). ``None``: Horovod's default, an allreduce
+    enqueued from each gradient's hook, the gradients ready in one cycle fused together."""
     wait_spin_us: float | None = None
     """With ``wait_sleep_us``: microseconds a wait polls (yielding the core between polls, never sleeping) before
     it starts to sleep, so that a collective that is nearly done costs no sleep. ``None``: 0 (the first sleep at
@@ -186,6 +192,8 @@ class HorovodSettings:
         if self.wait_spin_us and self.wait_sleep_us is None:
             raise BenchError(f"horovod.wait_spin_us={self.wait_spin_us!r} is the first phase of the sleeping wait: "
                              f"set horovod.wait_sleep_us too (or leave both unset for Horovod's spinning wait)")
+        if self.groups is not None and self.groups < 1:
+            raise BenchError(f"horovod.groups must be >= 1 (or unset: Horovod's per-gradient allreduces), got {self.groups!r}")
         if self.thread_affinity and not all(c.strip().isdigit() for c in self.thread_affinity.split(",")):
             raise BenchError(f"horovod.thread_affinity must be comma-separated core numbers (one per local rank), "
                              f"got {self.thread_affinity!r}")

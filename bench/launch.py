@@ -162,6 +162,8 @@ def horovod_record(cfg: RunConfig, job_env: dict) -> dict:
     effective["wait_sleep_us"] = wait if wait is not None else "none (Horovod's spinning synchronize)"
     if wait is not None:
         effective["wait_spin_us"] = cfg.launch.horovod.wait_spin_us or 0
+    groups = cfg.launch.horovod.groups
+    effective["groups"] = groups if groups is not None else "none (Horovod default: an allreduce per gradient)"
     return {"settings": settings, "effective": effective, "env": env}
 
 

@@ -49,7 +49,7 @@ from .models import build_model, make_optimizer
 from .progress import step_bar
 from .resolve import load_config
 from .results import JsonlWriter, mark_failed, read_json, write_json_atomic, write_summary
-from .timing import StepTimer, device_sync
+from .timing import StepTimer, ThreadCpu, device_sync
 from .watchdog import on_sigterm_raise, unfinished, watch_launcher
 
 
@@ -205,6 +205,8 @@ class Worker:
         comm.barrier()  # comm: a common start
         self.ctx.t0 = comm.broadcast_object(time.time(), root=0)  # comm: one time origin for all ranks
         wall0 = time.time()
+        threads = ThreadCpu(comm.horovod_tids)
+        cpu0 = threads.read()
         timing = []
         if self.algo.is_server():
             self.algo.serve()
@@ -212,12 +214,13 @@ class Worker:
             timing = self.train()
         self.algo.finalize()
         train_s = time.time() - wall0
+        cpu = {"wall_s": round(train_s, 6), **threads.between(cpu0, threads.read())}
         eval0 = time.time()
         final = self.evaluate_snapshots()
         eval_s = time.time() - eval0
         mine = {"rank": comm.rank, "host": os.environ.get("HOROVOD_HOSTNAME") or os.uname().nodename,
                 "worker": not self.algo.is_server(), "steps": len(timing), "timing": timing, "final": final,
-                "stats": self.algo.stats(), "eval_s": eval_s, "snapshot_s": self.snapshot_s}
+                "stats": self.algo.stats(), "eval_s": eval_s, "snapshot_s": self.snapshot_s, "cpu_threads": cpu}
         gathered = comm.allgather_object(mine)  # comm: per-rank figures for the summary
         if comm.rank == 0:
             self.write_summary(gathered, train_s, time.time() - wall0)
@@ -242,6 +245,7 @@ class Worker:
                       throughput=tp["throughput"], throughput_ci=[tp["ci_low"], tp["ci_high"]],
                       throughput_window_s=tp["window_s"], throughput_window=tp["window"],
                       final_accuracy=final["accuracy"] if final else None, final_loss=final["loss"] if final else None,
+                      cpu_threads=[g["cpu_threads"] for g in sorted(gathered, key=lambda g: g["rank"])],
                       bench_version=__version__, **extra)
 
 
@@ -265,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
     on_sigterm_raise()
     hv = cfgs[0].launch.horovod
     comm = Comm(cfgs[0].launch.network_interface, cfgs[0].launch.p2p_backend, wait_sleep_us=hv.wait_sleep_us,
-                wait_spin_us=hv.wait_spin_us)
+                wait_spin_us=hv.wait_spin_us, groups=hv.groups)
     if comm.wait_sleep_s and comm.rank == 0:
         print(f"[worker] collectives waited for adaptively: polling {comm.wait_spin_s * 1e6:g} us, then sleeps "
               f"doubling up to {comm.wait_sleep_s * 1e6:g} us (horovod.wait_spin_us, wait_sleep_us)", flush=True)

@@ -25,8 +25,9 @@ Options, passed to ``hvd.DistributedOptimizer`` as they are:
   it before launch unless the Horovod build has MPI and the hardware profile uses ``controller: mpi``.
   (Not exercised on this suite's default gloo-only CPU build.)
 
-Timing: gradients are reduced by Horovod's background thread while backward runs (hooks);
-``comm_s`` is the part that is not hidden, the wait in ``synchronize()`` before the update
+Timing: gradients are reduced by Horovod's background thread, started from backward's hooks (per gradient, or, with
+the launch setting ``horovod.groups``, per group once the group's last gradient is ready: with 1, one allreduce
+after backward); ``comm_s`` is the part that is not hidden, the wait in ``synchronize()`` before the update
 (with Adasum, the whole ``step()``, which waits for the reductions and applies them).
 """
 

@@ -47,10 +47,15 @@ class Comm:
     """Rank, size and collectives of one horovodrun job."""
 
     def __init__(self, network_interface: str = "", p2p_backend: str = "auto", wait_sleep_us: float | None = None,
-                 wait_spin_us: float | None = None):
+                 wait_spin_us: float | None = None, groups: int | None = None):
         import horovod.torch as hvd
 
+        from ..timing import ThreadCpu
+
+        before = ThreadCpu.tids()
         hvd.init()  # comm: Horovod's controller (gloo or MPI) and the background thread
+        self.horovod_tids = frozenset(ThreadCpu.tids() - before)
+        """The threads ``hvd.init()`` started (the background thread, gloo's): labelled ``horovod`` in the CPU record."""
         self.hvd = hvd
         self.rank = hvd.rank()
         self.size = hvd.size()
@@ -62,6 +67,7 @@ class Comm:
         self._torch_dist = False
         self.wait_sleep_s = wait_sleep_us / 1e6 if wait_sleep_us else None
         self.wait_spin_s = (wait_spin_us or 0.0) / 1e6
+        self.groups = groups
         if self.wait_sleep_s:
             _fine_timer_slack()
 
@@ -149,13 +155,14 @@ class Comm:
         self.hvd.barrier()  # comm:
 
     def distributed_optimizer(self, optimizer, named_parameters, compression: str = "none", op: str = "average"):
-        """Horovod's DistributedOptimizer: per-gradient allreduce started from backward hooks; ``compression``
-        none | fp16 (Horovod's Compression), ``op`` average | adasum (Horovod's reduction)."""
+        """Horovod's DistributedOptimizer: allreduces started from backward hooks, per gradient or, with the job's
+        ``horovod.groups``, per group of gradients once the whole group is ready; ``compression`` none | fp16
+        (Horovod's Compression), ``op`` average | adasum (Horovod's reduction)."""
         hvd = self.hvd
         compressor = {"none": hvd.Compression.none, "fp16": hvd.Compression.fp16}[compression]
         reduce_op = {"average": hvd.Average, "adasum": hvd.Adasum}[op]
         return hvd.DistributedOptimizer(optimizer, named_parameters=named_parameters,  # comm:
-                                        compression=compressor, op=reduce_op)
+                                        compression=compressor, op=reduce_op, groups=self.groups)
 
     def shutdown(self) -> None:
         if self._p2p is not None:

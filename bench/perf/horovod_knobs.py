@@ -105,7 +105,9 @@ def summarize_timeline(path: str | Path, skip_s: float = 0.0) -> dict:
     """Where the background thread's time went: per activity (NEGOTIATE_ALLREDUCE, MEMCPY_IN_FUSION_BUFFER,
     GLOO_ALLREDUCE, MEMCPY_OUT_FUSION_BUFFER, ...) the wall time covered (overlaps across tensors merged, so a
     fused operation counts once), the number of operations, and the background-thread cycles (count, median
-    gap, share with work). ``skip_s``: leave out the first seconds (start-up, broadcasts)."""
+    gap, share with work), and the names of the tensors (``allreduce.<parameter>`` for one gradient's,
+    ``grouped_allreduce.<first parameter>_<k>of<n>`` for the k-th of a group of n). ``skip_s``: leave out the first
+    seconds (start-up, broadcasts)."""
     events = read_timeline(path)
     names = {e["pid"]: e["args"]["name"] for e in events if e.get("ph") == "M" and e.get("name") == "process_name"
              and "name" in e.get("args", {})}
@@ -134,7 +136,7 @@ def summarize_timeline(path: str | Path, skip_s: float = 0.0) -> dict:
         active = len({bisect.bisect_right(cycles, w) for w in work})
     first = cycles[0] if cycles else t0
     last = max((b for iv in spans.values() for _, b in iv), default=first)
-    return {"path": str(path), "tensors": len(names), "span_s": (last - first) / 1e6, "busy_s": busy, "ops": ops,
+    return {"path": str(path), "tensors": len(names), "tensor_names": sorted(set(names.values())), "span_s": (last - first) / 1e6, "busy_s": busy, "ops": ops,
             "cycles": len(cycles), "cycle_gap_median_ms": gaps[len(gaps) // 2] / 1e3 if gaps else None,
             "cycle_gap_p90_ms": gaps[int(len(gaps) * 0.9)] / 1e3 if gaps else None, "cycles_with_allreduce": active}
 

@@ -27,7 +27,11 @@ thread), which those settings change; the cross ratios (sync under one, ddp unde
 Reported: median throughput over repeats; per-step time split from the records (mean over the timed steps
 and worker ranks, median over repeats: step, compute, comm, wait, and ``loop``: the worker's time between
 steps, i.e. records and data); the ratios sync(np=1)/plain (target >= 0.97) and sync(np=2)/ddp(np=2)
-(target >= 0.98). ``--algorithms`` adds other algorithms at np=2 with their split (e.g. the Horovod-based
+(target >= 0.95), each as the ratio of the medians, the per-repeat ratios (the two runs of a repeat measured a
+minute apart), and their geometric mean with its 95 % bootstrap interval and a verdict against the target
+(:func:`bench.metrics.stats.paired_ratio`: ``above``/``below`` when the interval excludes it, else
+``inconclusive``); per variant, where its ranks' CPU went (``summary.json``'s ``cpu_threads``: the training thread
+on a CPU and runnable but waiting for one, Horovod's threads, the rest). ``--algorithms`` adds other algorithms at np=2 with their split (e.g. the Horovod-based
 ``delayed,layerwise,localsgd,lasgd,easgd``). ``--timeline DIR`` records a Horovod timeline of every suite run
 (``HOROVOD_TIMELINE``, cycles marked; it slows the runs: use it to see where time goes, not for the ratios)
 and prints a summary of each variant's last one.
@@ -51,6 +55,7 @@ import pandas as pd
 from ..data import Shard, load_dataset
 from ..layout import run_name
 from ..metrics.selection import timed_steps
+from ..metrics.stats import paired_ratio
 from ..metrics.throughput import window_throughput
 from ..metrics.timesplit import time_split as metrics_time_split
 from ..models import build_model, make_optimizer
@@ -131,6 +136,27 @@ def time_split(run) -> dict[str, float]:
     return {k: out[k] for k in SPLIT}
 
 
+THREADS = {"main_cpu_ms": ("main", "cpu_s"), "main_runq_ms": ("main", "runq_s"), "hvd_cpu_ms": ("horovod", "cpu_s"),
+           "hvd_runq_ms": ("horovod", "runq_s"), "other_cpu_ms": ("other", "cpu_s"), "main_preempt": ("main", "involuntary")}
+"""Where a step's CPU went (``summary.json``'s ``cpu_threads``, per step, mean over ranks): the training thread on a CPU
+and runnable but waiting for one, the threads ``hvd.init()`` started on a CPU and waiting, the rest on a CPU (ms),
+and the training thread's involuntary switches (preemptions) per step."""
+
+
+def thread_cpu(summary: dict) -> dict[str, float]:
+    """:data:`THREADS` of one run (empty where the summary has no thread figures)."""
+    ranks = summary.get("cpu_threads") or []
+    steps = summary.get("steps_per_worker") or 0
+    if not ranks or not steps:
+        return {}
+    out = {}
+    for key, (label, field) in THREADS.items():
+        per_rank = [(r.get(label) or {}).get(field, 0.0) for r in ranks]
+        scale = 1.0 if field == "involuntary" else 1e3
+        out[key] = scale * sum(per_rank) / len(per_rank) / steps
+    return out
+
+
 def cpu_busy(dt: float = 1.0) -> float:
     """Busy share of all CPUs of the machine over ``dt`` seconds (/proc/stat)."""
     def snap():
@@ -178,7 +204,7 @@ def suite_run(algorithm: str, np: int, profile: str, overrides: dict, tmp: Path,
     if rc != 0:
         raise SystemExit(f"{algorithm} np={np} failed: {read_json(run_dir / 'summary.json').get('reason')}")
     r = load_run(run_dir)
-    return {"throughput": r.summary["throughput"], **time_split(r),
+    return {"throughput": r.summary["throughput"], **time_split(r), **thread_cpu(r.summary),
             "horovod_env": read_json(run_dir / "system.json").get("horovod_settings", {}).get("env", {})}
 
 
@@ -303,9 +329,22 @@ def paired(res: dict[str, list[dict]], a: str, b: str) -> list[float]:
     return [x["throughput"] / y["throughput"] for x, y in zip(res[a], res[b])]
 
 
-def _paired_text(res: dict[str, list[dict]], a: str, b: str) -> str:
+SYNC_DDP_TARGET = 0.95
+"""sync / ddp at np=2, on every profile: the reference every algorithm is compared with is not slower than PyTorch's own."""
+
+
+def verdict(res: dict[str, list[dict]], a: str, b: str, target: float) -> dict:
+    """The paired ratio a/b over the repeats with its 95 % interval, and whether it is above ``target``."""
+    r = paired_ratio([x["throughput"] for x in res[a]], [y["throughput"] for y in res[b]], threshold=target)
+    r["verdict"] = {"faster": "above", "slower": "below"}.get(r["outcome"], "inconclusive")
+    return r
+
+
+def _paired_text(res: dict[str, list[dict]], a: str, b: str, target: float = 1.0) -> str:
     rs = paired(res, a, b)
-    return f"per repeat {', '.join(f'{r:.3f}' for r in rs)}; median {median(rs):.3f}"
+    v = verdict(res, a, b, target)
+    return (f"per repeat {', '.join(f'{r:.3f}' for r in rs)}; median {median(rs):.3f}; geometric mean {v['effect']:.3f} "
+            f"[{v['ci_low']:.3f}, {v['ci_high']:.3f}] n={v['n']}: {v['verdict']} {target:g}")
 
 
 def report(pl: Plan, args, res: dict[str, list[dict]], timelines: dict[str, Path]) -> dict[str, dict]:
@@ -330,8 +369,9 @@ def report(pl: Plan, args, res: dict[str, list[dict]], timelines: dict[str, Path
                   f"({_paired_text(res, f'sync np=1 [{name}]', 'plain loop')})")
         if not args.skip_ddp:
             print(f"[{name}] sync np={n_} / ddp np={n_}     = "
-                  f"{fmt_ratio(m[f'sync np={n_} [{name}]']['throughput'], m[f'ddp np={n_} [{name}]']['throughput'])}  (target >= 0.98)  "
-                  f"({_paired_text(res, f'sync np={n_} [{name}]', f'ddp np={n_} [{name}]')})")
+                  f"{fmt_ratio(m[f'sync np={n_} [{name}]']['throughput'], m[f'ddp np={n_} [{name}]']['throughput'])}  "
+                  f"(target >= {SYNC_DDP_TARGET})  "
+                  f"({_paired_text(res, f'sync np={n_} [{name}]', f'ddp np={n_} [{name}]', SYNC_DDP_TARGET)})")
     if args.compare and not args.skip_ddp:  # ddp issues no Horovod collective per step: its best may be the other setting
         for a, b in (("tuned", ref), (ref, "tuned")):
             sa, db = f"sync np={n_} [{a}]", f"ddp np={n_} [{b}]"
@@ -342,6 +382,12 @@ def report(pl: Plan, args, res: dict[str, list[dict]], timelines: dict[str, Path
                 base = label.replace("[tuned]", f"[{ref}]")
                 print(f"tuned / {ref}, {label[:-8]:16s}: {fmt_ratio(m[label]['throughput'], m[base]['throughput'])}  "
                       f"({_paired_text(res, label, base)})")
+    threads = {k: r for k, r in m.items() if "main_cpu_ms" in r}
+    if threads:
+        print(f"\n{'':{width}s} " + " ".join(f"{k[:-3] if k.endswith('_ms') else k:>12s}" for k in THREADS)
+              + "   (per step, mean over ranks: ms; main_preempt: involuntary switches)")
+        for k, r in threads.items():
+            print(f"{k:{width}s} " + " ".join(f"{r[f]:12.3f}" for f in THREADS))
     for name in pl.envs:  # what the jobs' processes got, as their system.json records it
         got = {k: v for r in res.values() for x in r if "horovod_env" in x for k, v in x["horovod_env"].items()
                if k in HOROVOD_TUNING_VARS} if name == "tuned" or len(pl.envs) == 1 else None
@@ -359,11 +405,15 @@ def summary_rows(pl: Plan, args, res: dict[str, list[dict]]) -> list[str]:
     n_, rows = args.np_, []
     if args.skip_ddp:
         return rows
+    def row(what: str, a: str, b: str, target: float) -> str:
+        v = verdict(res, a, b, target)
+        return (f"{pl.profile:>14s}  {what:32s} median {median(paired(res, a, b)):.3f}  geometric mean {v['effect']:.3f} "
+                f"[{v['ci_low']:.3f}, {v['ci_high']:.3f}] n={v['n']}: {v['verdict']} {target:g}")
+
     for name in pl.envs:
-        rows.append(f"{pl.profile:>14s}  sync/ddp np={n_} [{name}] {median(paired(res, f'sync np={n_} [{name}]', f'ddp np={n_} [{name}]')):.3f}")
+        rows.append(row(f"sync/ddp np={n_} [{name}]", f"sync np={n_} [{name}]", f"ddp np={n_} [{name}]", SYNC_DDP_TARGET))
     if args.compare:
-        rows.append(f"{pl.profile:>14s}  sync np={n_} [tuned] / [{pl.ref}] "
-                    f"{median(paired(res, f'sync np={n_} [tuned]', f'sync np={n_} [{pl.ref}]')):.3f}")
+        rows.append(row(f"sync np={n_} [tuned] / [{pl.ref}]", f"sync np={n_} [tuned]", f"sync np={n_} [{pl.ref}]", 1.0))
     return rows
 
 
@@ -383,8 +433,9 @@ def main(argv: list[str] | None = None) -> int:
                            "medians": m}
         if len(plans) > 1:
             print()
-    if len(plans) > 1 and rows:
-        print("per profile, medians of the per-repeat ratios:\n" + "\n".join(rows))
+    if rows:
+        print("per profile, the per-repeat ratios: median, geometric mean with its 95 % interval, verdict against the "
+              "target:\n" + "\n".join(rows))
     if args.json:
         Path(args.json).write_text(json.dumps(out[profiles[0]] if len(profiles) == 1 else out, indent=1))
     return 0

@@ -18,7 +18,7 @@ def test_cycle_time_setting_reaches_the_background_thread_and_system_json(tmp_pa
                                                  "HOROVOD_CYCLE_TIME": "3"})  # the setting wins over the shell
     rec = run.system["horovod_settings"]
     # the local profile's other settings kept
-    assert rec["settings"] == {"cycle_time_ms": 25.0, "wait_sleep_us": 50.0, "fusion_threshold_bytes": 1048576}
+    assert rec["settings"] == {"cycle_time_ms": 25.0, "wait_sleep_us": 50.0, "fusion_threshold_bytes": 1048576, "groups": 1}
     assert rec["env"]["HOROVOD_FUSION_THRESHOLD"] == "1048576"
     assert rec["env"]["HOROVOD_CYCLE_TIME"] == "25" and rec["effective"]["cycle_time_ms"] == "25"
     assert rec["env"]["HOROVOD_TIMELINE"] == str(timeline)  # every HOROVOD_* variable the job got is recorded
@@ -40,3 +40,35 @@ def test_sleeping_wait_gives_the_same_training_as_horovods_wait(tmp_path):
     assert effective["wait_sleep_us"] == 50 and effective["wait_spin_us"] == 30
     a, b = torch.load(spin.path / "model.pt"), torch.load(sleep.path / "model.pt")
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_grouped_allreduce_trains_as_per_gradient_allreduces_and_records_each_threads_cpu(tmp_path):
+    """``horovod.groups=1`` (the local profile's): sync's gradients are reduced by one grouped allreduce once backward
+    has produced all of them, instead of one allreduce per gradient enqueued from its hook. The Horovod timeline
+    names the tensors so (``grouped_allreduce.<first>_<k>of<n>`` against ``allreduce.<parameter>``), the run trains to
+    the same parameters (to float tolerance: the same sums), and summary.json says where each rank's CPU went: the
+    training thread and the threads Horovod's init started, on a CPU and waiting for one."""
+    sets = ("max_steps=20", "eval_every=0", "horovod.cycle_time_ms=5")
+    runs, names = {}, {}
+    for groups in ("null", "1"):
+        timeline = tmp_path / f"timeline-{groups}.json"
+        runs[groups] = run_algorithm(tmp_path, "sync", 2, f"horovod.groups={groups}", *sets, name=f"groups-{groups}",
+                                     env={"HOROVOD_TIMELINE": str(timeline)})
+        names[groups] = [n for n in summarize_timeline(timeline)["tensor_names"] if "allreduce" in n]
+    grouped, per_grad = runs["1"], runs["null"]
+    params = torch.load(per_grad.path / "model.pt").keys()  # the tiny MLP: 2 weights, 2 biases
+    assert grouped.system["horovod_settings"]["effective"]["groups"] == 1
+    assert str(per_grad.system["horovod_settings"]["effective"]["groups"]).startswith("none")
+    assert sorted(names["null"]) == sorted(f"allreduce.{p}" for p in params)
+    n = len(params)
+    assert len(names["1"]) == n and all(x.startswith("grouped_allreduce.") and x.endswith(f"of{n}") for x in names["1"])
+    a, b = torch.load(grouped.path / "model.pt"), torch.load(per_grad.path / "model.pt")
+    assert a.keys() == b.keys() and all(torch.allclose(a[k], b[k], atol=1e-6) for k in a)
+    for run in (grouped, per_grad):
+        cpu = run.summary["cpu_threads"]
+        assert len(cpu) == 2
+        for rank in cpu:
+            assert set(rank) >= {"wall_s", "main", "horovod"}
+            assert rank["horovod"]["threads"] >= 1 and rank["horovod"]["cpu_s"] > 0  # Horovod's background thread
+            assert rank["main"]["threads"] == 1
+            assert 0 < rank["main"]["cpu_s"] <= rank["wall_s"] * 1.05  # one thread: at most one core

@@ -16,8 +16,10 @@ from bench.typed import build, field_types
 
 
 def test_each_setting_is_one_horovod_variable():
-    # every setting is a Horovod variable, except the suite's own way of waiting (wait_sleep_us)
-    assert set(HorovodSettings.ENV) | {"wait_sleep_us", "wait_spin_us"} == set(field_types(HorovodSettings))
+    # every setting is a Horovod variable, except the suite's own way of waiting (wait_sleep_us, wait_spin_us) and
+    # groups, an argument of Horovod's DistributedOptimizer
+    assert set(HorovodSettings.ENV) | {"wait_sleep_us", "wait_spin_us", "groups"} == set(field_types(HorovodSettings))
+    assert HorovodSettings(groups=1).env() == {}
     assert set(HorovodSettings.ENV) == set(HOROVOD_DEFAULTS)
     assert HorovodSettings().env() == {}  # nothing set: Horovod's own defaults
     s = HorovodSettings(cycle_time_ms=0.5, fusion_threshold_bytes=0, cache_capacity=1024, autotune=False,
@@ -39,7 +41,7 @@ def test_set_overrides_one_setting_on_top_of_the_hardware_profile():
 
 @pytest.mark.parametrize("overrides, fragment", [
     ({"horovod.cycle_time": 1}, "unknown horovod setting 'cycle_time'; valid: autotune, cache_capacity, cycle_time_ms, "
-                                "disable_group_fusion, fusion_threshold_bytes, thread_affinity, wait_sleep_us, wait_spin_us"),
+                                "disable_group_fusion, fusion_threshold_bytes, groups, thread_affinity, wait_sleep_us, wait_spin_us"),
     ({"horovod": {"fusion": 0}}, "unknown horovod setting 'fusion'; valid: autotune, cache_capacity"),
     ({"horovod.cycle_time_ms": 0}, "horovod.cycle_time_ms must be > 0"),
     ({"horovod.cycle_time_ms": "fast"}, "invalid horovod setting 'cycle_time_ms' 'fast'"),
@@ -50,6 +52,7 @@ def test_set_overrides_one_setting_on_top_of_the_hardware_profile():
                                         "horovod.wait_sleep_us too"),
     ({"horovod.wait_spin_us": -1}, r"horovod.wait_spin_us must be in [0, 10000] microseconds, got -1"),
     ({"horovod": 5}, "horovod settings must be a mapping"),
+    ({"horovod.groups": 0}, "horovod.groups must be >= 1 (or unset: Horovod's per-gradient allreduces), got 0"),
 ])
 def test_bad_settings_are_refused_naming_the_valid_ones(overrides, fragment):
     with pytest.raises(BenchError) as e:
@@ -99,7 +102,8 @@ def test_prepare_records_the_settings_in_system_json(tmp_path, monkeypatch):
     run_dir = prepare(cfg, tmp_path / "run")
     rec = read_json(run_dir / "system.json")["horovod_settings"]
     assert rec["settings"] == {"cycle_time_ms": 0.5, "cache_capacity": 0, "wait_sleep_us": 50.0,  # and the profile's
-                               "fusion_threshold_bytes": 1048576}
+                               "fusion_threshold_bytes": 1048576, "groups": 1}
+    assert rec["effective"]["groups"] == 1
     assert rec["env"]["HOROVOD_CYCLE_TIME"] == "0.5" and rec["env"]["HOROVOD_CACHE_CAPACITY"] == "0"
     assert rec["effective"]["fusion_threshold_bytes"] == "1048576"
     assert rec["effective"]["autotune"].endswith("(Horovod default)")

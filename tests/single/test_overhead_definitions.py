@@ -36,3 +36,28 @@ def test_time_split_is_the_metrics_split_plus_step_and_loop_time():
     assert split["step_ms"] == pytest.approx(10.0)
     assert split["compute_ms"] == pytest.approx(6.5) and split["comm_ms"] == pytest.approx(3.0)
     assert split["wait_ms"] == pytest.approx(0.5) and split["loop_ms"] == pytest.approx(2.0)
+
+
+def test_thread_cpu_per_step_is_each_groups_seconds_over_the_steps_mean_over_ranks():
+    from bench.perf.overhead import thread_cpu
+
+    summary = {"steps_per_worker": 100, "cpu_threads": [
+        {"wall_s": 1.0, "main": {"cpu_s": 0.8, "runq_s": 0.1, "involuntary": 200}, "horovod": {"cpu_s": 0.2, "runq_s": 0.3}},
+        {"wall_s": 1.0, "main": {"cpu_s": 0.6, "runq_s": 0.3, "involuntary": 0}, "other": {"cpu_s": 0.1}}]}
+    got = thread_cpu(summary)
+    assert got["main_cpu_ms"] == pytest.approx(7.0) and got["main_runq_ms"] == pytest.approx(2.0)
+    assert got["hvd_cpu_ms"] == pytest.approx(1.0)  # a rank without the group counts 0
+    assert got["other_cpu_ms"] == pytest.approx(0.5) and got["main_preempt"] == pytest.approx(1.0)
+    assert thread_cpu({"steps_per_worker": 10}) == {}  # no figures recorded: none made up
+
+
+def test_verdict_against_a_target_needs_the_interval_to_exclude_it():
+    from bench.perf.overhead import verdict
+
+    def res(a, b):
+        return {"a": [{"throughput": x} for x in a], "b": [{"throughput": x} for x in b]}
+
+    assert verdict(res([99, 101, 100, 98, 102], [100, 100, 101, 99, 100]), "a", "b", 0.95)["verdict"] == "above"
+    assert verdict(res([80, 81, 79, 80, 82], [100, 100, 101, 99, 100]), "a", "b", 0.95)["verdict"] == "below"
+    wide = verdict(res([70, 120, 95, 80, 110], [100, 100, 100, 100, 100]), "a", "b", 0.95)
+    assert wide["verdict"] == "inconclusive" and wide["ci_low"] < 0.95 < wide["ci_high"] and wide["n"] == 5
