@@ -24,8 +24,7 @@ def test_the_training_threads_cpu_is_its_own():
     _burn(0.2)
     got = threads.between(before, threads.read())
     assert got["main"]["threads"] == 1
-    assert got["main"]["cpu_s"] == pytest.approx(0.2, abs=0.05)
-    assert got["main"]["runq_s"] >= 0 and got["main"]["slices"] >= 1
+    assert got["main"]["cpu_s"] == pytest.approx(0.2, abs=0.05)  # the kernel's count and the thread's own clock agree
 
 
 def test_a_live_threads_cpu_is_counted_under_its_label():
