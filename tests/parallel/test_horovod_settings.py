@@ -18,7 +18,8 @@ def test_cycle_time_setting_reaches_the_background_thread_and_system_json(tmp_pa
                                                  "HOROVOD_CYCLE_TIME": "3"})  # the setting wins over the shell
     rec = run.system["horovod_settings"]
     # the local profile's other settings kept
-    assert rec["settings"] == {"cycle_time_ms": 25.0, "wait_sleep_us": 50.0, "fusion_threshold_bytes": 1048576, "groups": 1}
+    assert rec["settings"] == {"cycle_time_ms": 25.0, "wait_sleep_us": 250.0, "fusion_threshold_bytes": 1048576,
+                               "groups": 1}
     assert rec["env"]["HOROVOD_FUSION_THRESHOLD"] == "1048576"
     assert rec["env"]["HOROVOD_CYCLE_TIME"] == "25" and rec["effective"]["cycle_time_ms"] == "25"
     assert rec["env"]["HOROVOD_TIMELINE"] == str(timeline)  # every HOROVOD_* variable the job got is recorded

@@ -101,7 +101,7 @@ def test_prepare_records_the_settings_in_system_json(tmp_path, monkeypatch):
     cfg = resolve("sync", np=1, profile="tiny", overrides={"horovod.cycle_time_ms": 0.5, "horovod.cache_capacity": 0})
     run_dir = prepare(cfg, tmp_path / "run")
     rec = read_json(run_dir / "system.json")["horovod_settings"]
-    assert rec["settings"] == {"cycle_time_ms": 0.5, "cache_capacity": 0, "wait_sleep_us": 50.0,  # and the profile's
+    assert rec["settings"] == {"cycle_time_ms": 0.5, "cache_capacity": 0, "wait_sleep_us": 250.0,  # and the profile's
                                "fusion_threshold_bytes": 1048576, "groups": 1}
     assert rec["effective"]["groups"] == 1
     assert rec["env"]["HOROVOD_CYCLE_TIME"] == "0.5" and rec["env"]["HOROVOD_CACHE_CAPACITY"] == "0"
