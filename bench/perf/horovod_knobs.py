@@ -136,7 +136,8 @@ def summarize_timeline(path: str | Path, skip_s: float = 0.0) -> dict:
         active = len({bisect.bisect_right(cycles, w) for w in work})
     first = cycles[0] if cycles else t0
     last = max((b for iv in spans.values() for _, b in iv), default=first)
-    return {"path": str(path), "tensors": len(names), "tensor_names": sorted(set(names.values())), "span_s": (last - first) / 1e6, "busy_s": busy, "ops": ops,
+    return {"path": str(path), "tensors": len(names), "tensor_names": sorted(set(names.values())),
+            "span_s": (last - first) / 1e6, "busy_s": busy, "ops": ops,
             "cycles": len(cycles), "cycle_gap_median_ms": gaps[len(gaps) // 2] / 1e3 if gaps else None,
             "cycle_gap_p90_ms": gaps[int(len(gaps) * 0.9)] / 1e3 if gaps else None, "cycles_with_allreduce": active}
 

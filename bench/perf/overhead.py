@@ -31,8 +31,8 @@ steps, i.e. records and data); the ratios sync(np=1)/plain (target >= 0.97) and 
 minute apart), and their geometric mean with its 95 % bootstrap interval and a verdict against the target
 (:func:`bench.metrics.stats.paired_ratio`: ``above``/``below`` when the interval excludes it, else
 ``inconclusive``); per variant, where its ranks' CPU went (``summary.json``'s ``cpu_threads``: the training thread
-on a CPU and runnable but waiting for one, Horovod's threads, the rest). ``--algorithms`` adds other algorithms at np=2 with their split (e.g. the Horovod-based
-``delayed,layerwise,localsgd,lasgd,easgd``). ``--timeline DIR`` records a Horovod timeline of every suite run
+on a CPU and runnable but waiting for one, Horovod's threads, the rest). ``--algorithms`` adds other algorithms at
+np=2 with their split (e.g. the Horovod-based ``delayed,layerwise,localsgd,lasgd,easgd``). ``--timeline DIR`` records a Horovod timeline of every suite run
 (``HOROVOD_TIMELINE``, cycles marked; it slows the runs: use it to see where time goes, not for the ratios)
 and prints a summary of each variant's last one.
 """
@@ -340,11 +340,15 @@ def verdict(res: dict[str, list[dict]], a: str, b: str, target: float) -> dict:
     return r
 
 
-def _paired_text(res: dict[str, list[dict]], a: str, b: str, target: float = 1.0) -> str:
-    rs = paired(res, a, b)
+def _verdict_text(res: dict[str, list[dict]], a: str, b: str, target: float) -> str:
+    """``median M; geometric mean G [low, high] n=N: verdict T`` of the per-repeat ratios a/b."""
     v = verdict(res, a, b, target)
-    return (f"per repeat {', '.join(f'{r:.3f}' for r in rs)}; median {median(rs):.3f}; geometric mean {v['effect']:.3f} "
-            f"[{v['ci_low']:.3f}, {v['ci_high']:.3f}] n={v['n']}: {v['verdict']} {target:g}")
+    return (f"median {median(paired(res, a, b)):.3f}; geometric mean {v['effect']:.3f} [{v['ci_low']:.3f}, "
+            f"{v['ci_high']:.3f}] n={v['n']}: {v['verdict']} {target:g}")
+
+
+def _paired_text(res: dict[str, list[dict]], a: str, b: str, target: float = 1.0) -> str:
+    return f"per repeat {', '.join(f'{r:.3f}' for r in paired(res, a, b))}; {_verdict_text(res, a, b, target)}"
 
 
 def report(pl: Plan, args, res: dict[str, list[dict]], timelines: dict[str, Path]) -> dict[str, dict]:
@@ -405,10 +409,9 @@ def summary_rows(pl: Plan, args, res: dict[str, list[dict]]) -> list[str]:
     n_, rows = args.np_, []
     if args.skip_ddp:
         return rows
+
     def row(what: str, a: str, b: str, target: float) -> str:
-        v = verdict(res, a, b, target)
-        return (f"{pl.profile:>14s}  {what:32s} median {median(paired(res, a, b)):.3f}  geometric mean {v['effect']:.3f} "
-                f"[{v['ci_low']:.3f}, {v['ci_high']:.3f}] n={v['n']}: {v['verdict']} {target:g}")
+        return f"{pl.profile:>14s}  {what:32s} {_verdict_text(res, a, b, target)}"
 
     for name in pl.envs:
         rows.append(row(f"sync/ddp np={n_} [{name}]", f"sync np={n_} [{name}]", f"ddp np={n_} [{name}]", SYNC_DDP_TARGET))
