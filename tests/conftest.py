@@ -71,6 +71,20 @@ def saved_model(run_dir: Path) -> dict:
     return torch.load(run_dir / "model.pt")
 
 
+def check_converged_run(run, steps: int, name: str) -> None:
+    """A laptop-profile run of an algorithm that finished: ``steps`` steps a worker, held-out accuracy well above chance
+    and not below its first evaluation, a time split that adds up on every record (compute + comm + wait = step),
+    and bytes sent."""
+    assert run.status == "ok"
+    assert run.summary["steps_per_worker"] == steps
+    assert run.summary["final_accuracy"] > 0.5, f"{name}: held-out accuracy {run.summary['final_accuracy']} (chance 0.1)"
+    first = run.evals.sort_values("step")["accuracy"].iloc[0]
+    assert run.summary["final_accuracy"] >= first - 0.05  # no collapse after the first evaluation
+    s = run.steps
+    assert ((s["compute_s"] + s["comm_s"] + s["wait_s"] - s["step_s"]).abs() < 1e-6).all()
+    assert (s["bytes_sent"] > 0).any()
+
+
 def max_diff(a: dict, b: dict) -> float:
     """Largest absolute difference between two state_dicts with the same keys."""
     assert a.keys() == b.keys()
