@@ -13,7 +13,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
-from .metrics.selection import frame_keys
+from .metrics.selection import FAMILIES, family, frame_keys, frame_points
 
 sns.set_theme(style="whitegrid", context="notebook")
 
@@ -34,19 +34,43 @@ def save(fig: plt.Figure, path: str | Path, dpi: int = 110) -> Path:
     return path
 
 
-def curves(evals: pd.DataFrame, x: str = "t", title: str = "held-out evaluation") -> plt.Figure:
-    """Held-out accuracy and loss against ``x`` (``t`` seconds or ``epoch``), one line per run."""
+def _by_family(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str], dict]:
+    """``df`` with a ``config`` column (the run key without its repeat) and a ``family`` column; the families present,
+    in the registry's order; one colour per configuration, the same in every facet."""
+    df = df.assign(config=frame_points(df), family=[family(a) for a in df["algorithm"]])
+    if "repeat" not in df:
+        df["repeat"] = 0
+    present = set(df["family"])
+    fams = [f for f in FAMILIES if f in present] + sorted(present - set(FAMILIES))
+    configs = sorted(df["config"].unique())
+    return df, fams, dict(zip(configs, sns.color_palette("tab10" if len(configs) <= 10 else "husl", len(configs))))
+
+
+def curves(evals: pd.DataFrame, x: str = "t", title: str = "held-out evaluation",
+           target: float | None = None) -> plt.Figure:
+    """Held-out accuracy (top) and loss (bottom) against ``x`` (``t`` seconds or ``epoch``): one column per
+    algorithm family, one colour per configuration (algorithm, workers, grid point), one thin line per repeat.
+    ``target``: the study's target accuracy, drawn as a dashed line."""
     if evals.empty:
         return _empty(title)
-    df = evals.assign(run=frame_keys(evals)).sort_values(x)
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4))
-    for ax, y in zip(axes, ("accuracy", "loss")):
-        sns.lineplot(data=df, x=x, y=y, hue="run", marker="o", markersize=4, ax=ax, legend=ax is axes[1])
-        ax.set_xlabel("wall-clock seconds" if x == "t" else x)
-        ax.set_ylabel(f"held-out {y}")
-    if axes[1].get_legend():
-        sns.move_legend(axes[1], "upper left", bbox_to_anchor=(1.02, 1), title=None, fontsize=8)
-    fig.suptitle(title)
+    df, fams, palette = _by_family(evals.sort_values(x))
+    fig, axes = plt.subplots(2, len(fams), figsize=(4.6 * len(fams) + 1.5, 7.5), squeeze=False, sharex=True,
+                             sharey="row")
+    for col, fam in enumerate(fams):
+        sub = df[df["family"] == fam]
+        for row, y in enumerate(("accuracy", "loss")):
+            ax = axes[row, col]
+            sns.lineplot(data=sub, x=x, y=y, hue="config", units="repeat", estimator=None, palette=palette,
+                         marker="o", markersize=3, lw=1.2, alpha=0.85, ax=ax, legend=row == 0)
+            ax.set_xlabel("wall-clock seconds" if x == "t" else x)
+            ax.set_ylabel(f"held-out {y}")
+            if row == 0:
+                ax.set_title(fam)
+                if target is not None:
+                    ax.axhline(target, color="k", ls="--", lw=1, label=f"target {target:.3f}")
+                ax.legend(loc="lower right", fontsize=8, title=None)
+    fig.suptitle(title + (" (one line per repeat)" if df["repeat"].nunique() > 1 else ""))
+    fig.tight_layout()
     return fig
 
 
@@ -114,10 +138,13 @@ def efficiency(table: pd.DataFrame, title: str = "scaling efficiency S(n)/n") ->
 
 
 def time_split(split: pd.DataFrame, title: str = "time per step: compute / communication / wait") -> plt.Figure:
-    """Stacked bars of mean seconds per step, one bar per run."""
+    """Stacked bars of mean seconds per step, one bar per configuration (the median over its repeats)."""
     if split.empty:
         return _empty(title)
-    df = split.assign(run=frame_keys(split)).set_index("run")[["compute_s", "comm_s", "wait_s"]] * 1e3
+    parts = ["compute_s", "comm_s", "wait_s"]
+    df = split.assign(run=frame_points(split)).groupby("run", sort=False)[parts].median() * 1e3
+    if "repeat" in split and split["repeat"].nunique() > 1:
+        title += " (median over repeats)"
     df.columns = ["compute", "communication", "wait"]
     fig, ax = plt.subplots(figsize=(max(6, 0.5 * len(df) + 3), 4.5))
     df.plot.bar(stacked=True, ax=ax, color=sns.color_palette("deep", 3), width=0.8)
@@ -130,10 +157,10 @@ def time_split(split: pd.DataFrame, title: str = "time per step: compute / commu
 
 
 def staleness(stale: pd.DataFrame, title: str = "staleness per commit") -> plt.Figure:
-    """Histogram of tau per run (asynchronous algorithms)."""
+    """Histogram of tau per configuration, its repeats pooled (asynchronous algorithms)."""
     if stale.empty:
         return _empty(title, "no run records staleness (no asynchronous algorithm ran)")
-    df = stale.assign(run=frame_keys(stale))
+    df = stale.assign(run=frame_points(stale))
     runs = sorted(df["run"].unique())
     cols = min(4, len(runs))
     rows = -(-len(runs) // cols)

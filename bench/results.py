@@ -204,7 +204,7 @@ class Run:
         c = self.config
         return {"run": str(self.path), "algorithm": c["algorithm"], "np": c["launch"]["np"],
                 "hardware": c["launch"]["hardware"], "study": c.get("study", ""), "tag": c.get("tag", ""),
-                "profile": c.get("profile", ""), "status": self.status}
+                "repeat": c.get("repeat", 0), "profile": c.get("profile", ""), "status": self.status}
 
 
 def load_run(path: str | Path) -> Run:

@@ -33,6 +33,9 @@ from .stats import HIGHER_IS_BETTER, MIN_N, censored_ratio, holm, paired_ratio
 ALPHA = 0.025
 """Family-wise level of each one-sided Holm family (support, contradiction)."""
 VERDICTS = ("reproduced", "not reproduced", "inconclusive", "not testable here")
+
+PUBLISHED = "the regimes study on the emulated cluster tests it: docs/results/regimes/tables/claims.csv"
+"""Where a claim that a study cannot test is tested (the published regimes study's verdicts)."""
 COLUMNS = ["source", "claim", "effect", "ci_low", "ci_high", "n", "rule", "verdict", "tests", "evidence"]
 
 
@@ -182,7 +185,7 @@ def verdict(rule: Rule, cells: pd.DataFrame) -> dict:
     if t.empty:
         return {**row, "verdict": "not testable here",
                 "evidence": f"the study has no cell of this rule ({', '.join(rule.subjects)} beside "
-                            f"{', '.join(rule.references)} where the rule applies)"}
+                            f"{', '.join(rule.references)} where the rule applies); {PUBLISHED}"}
     lines = [f"{r.subject} vs {r.reference} at {r.link}/{r.straggler}/np{r.np}{'/' + r.point if r.point else ''}: "
              f"x{_fmt(r.effect)} [{_fmt(r.ci_low)}, {_fmt(r.ci_high)}], n={r.n}"
              + (f", ceiling {_fmt(r.ceiling)}" if math.isfinite(r.ceiling) else "") for r in t.itertuples()]

@@ -154,27 +154,28 @@ def regimes_in(cells: pd.DataFrame) -> list[str]:
 
 
 def winners(cells: pd.DataFrame) -> pd.DataFrame:
-    """Per regime: the algorithm with the highest median throughput over its repeats, and the one reaching the target
-    first (median time; cells with a censored repeat do not compete: their time is only a lower bound)."""
+    """Per regime and worker count: the algorithm with the highest median throughput over its repeats, and the one
+    reaching the target first (median time; cells with a censored repeat do not compete: their time is only a lower
+    bound). Runs at different worker counts never compete (sync at np 1 against the others at np 2)."""
     rows = []
     med = medians(cells)
-    for regime, g in (med.groupby("regime", sort=False) if not med.empty else []):
+    for (regime, n), g in (med.groupby(["regime", "np"], sort=False) if not med.empty else []):
         fast = g.loc[g["throughput"].idxmax()] if g["throughput"].notna().any() else None
         reached = g[(g["censored"] == 0)].dropna(subset=["time_to_target_s"])
         first = reached.loc[reached["time_to_target_s"].idxmin()] if not reached.empty else None
-        rows.append({"regime": regime, "link": g["link"].iloc[0], "straggler": g["straggler"].iloc[0],
+        rows.append({"regime": regime, "np": n, "link": g["link"].iloc[0], "straggler": g["straggler"].iloc[0],
                      "highest_throughput": fast["algorithm"] if fast is not None else None,
                      "throughput": fast["throughput"] if fast is not None else math.nan,
                      "first_to_target": first["algorithm"] if first is not None else None,
                      "time_to_target_s": first["time_to_target_s"] if first is not None else math.nan,
                      "sync_time_to_target_s": _value(g, "sync", "time_to_target_s"),
                      "repeats": int(g["repeats"].min())})
-    out = pd.DataFrame(rows, columns=["regime", "link", "straggler", "highest_throughput", "throughput",
+    out = pd.DataFrame(rows, columns=["regime", "np", "link", "straggler", "highest_throughput", "throughput",
                                       "first_to_target", "time_to_target_s", "sync_time_to_target_s", "repeats"])
     if out.empty:
         return out
     order = {r: i for i, r in enumerate(regimes_in(cells))}
-    return out.sort_values("regime", key=lambda s: s.map(order), ignore_index=True)
+    return out.sort_values(["regime", "np"], key=lambda s: s.map(order) if s.name == "regime" else s, ignore_index=True)
 
 
 def _value(g: pd.DataFrame, algorithm: str, column: str) -> float:

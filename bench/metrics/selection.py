@@ -20,8 +20,8 @@ def ok_runs(runs: list[Run]) -> list[Run]:
 
 
 def labels(run: Run) -> dict:
-    """The run's identifying columns (:data:`KEYS`)."""
-    return {k: run.label[k] for k in KEYS}
+    """The run's identifying columns (:data:`KEYS`) and its ``repeat``."""
+    return {**{k: run.label[k] for k in KEYS}, "repeat": run.label["repeat"]}
 
 
 def key(run: Run) -> str:
@@ -35,6 +35,35 @@ def frame_keys(df: pd.DataFrame) -> pd.Series:
     return pd.Series([run_key(a, n, t if isinstance(t, str) else "", h)
                       for a, n, t, h in zip(df["algorithm"], df["np"], df["tag"], df["hardware"])], index=df.index,
                      dtype=object)
+
+
+def point_key(run: Run) -> str:
+    """The key of the run's configuration: :func:`key` without the repeat (what a study's repeats of one grid point
+    share, e.g. ``sync-np2@local`` for ``sync-np2-r1@local``)."""
+    lab = run.label
+    return run_key(lab["algorithm"], lab["np"], point(lab["tag"], lab.get("repeat", 0)), lab["hardware"])
+
+
+def frame_points(df: pd.DataFrame) -> pd.Series:
+    """:func:`point_key` of every row of a frame with the :data:`KEYS` columns (and ``repeat``, if it has one)."""
+    reps = df["repeat"] if "repeat" in df else pd.Series(0, index=df.index)
+    return pd.Series([run_key(a, n, point(t, int(k)), h) for a, n, t, k, h
+                      in zip(df["algorithm"], df["np"], df["tag"], reps, df["hardware"])], index=df.index, dtype=object)
+
+
+FAMILIES = ("allreduce", "parameter-server", "decentralised")
+"""The registry's families in the order the figures show them (an algorithm class's ``family``)."""
+
+
+def family(algorithm: str) -> str:
+    """The family of a registered algorithm (its class's ``family``), ``other`` for a name the registry lacks."""
+    from .. import BenchError
+    from ..algorithms import get_algorithm
+
+    try:
+        return get_algorithm(algorithm).family
+    except BenchError:
+        return "other"
 
 
 def point(tag: str, repeat: int) -> str:

@@ -19,7 +19,7 @@ def staleness_frame(runs: list[Run]) -> pd.DataFrame:
         for k, v in reversed(labels(r).items()):
             df.insert(0, k, v)
         frames.append(df)
-    cols = [*KEYS, "rank", "step", "staleness"]
+    cols = [*KEYS, "repeat", "rank", "step", "staleness"]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=cols)
 
 

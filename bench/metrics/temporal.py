@@ -16,7 +16,7 @@ import pandas as pd
 
 from .. import BenchError
 from ..results import ResultsError, Run, load_run
-from .selection import key, ok_runs
+from .selection import ok_runs, point_key
 
 WINDOW_FRACTION, STRIDE_FRACTION = 1 / 20, 1 / 100
 """Default window and stride: these fractions of the shorter run's span T."""
@@ -103,16 +103,33 @@ def temporal_efficiency_runs(run_a, run_b, window: float | None = None, stride: 
     return temporal_efficiency(a.steps["t"], a.steps["accuracy"], b.steps["t"], b.steps["accuracy"], window, stride)
 
 
-def te_matrix(runs: list[Run], window: float | None = None, stride: float | None = None) -> pd.DataFrame:
-    """E(row, column) for every ordered pair of ``ok`` runs, indexed by the runs' keys (NaN where undefined)."""
-    good = [r for r in ok_runs(runs) if not r.steps.empty]
-    keys = [key(r) for r in good]
-    out = pd.DataFrame(np.nan, index=keys, columns=keys)
-    for (i, a), (j, b) in itertools.product(enumerate(good), repeat=2):
-        try:
-            out.iloc[i, j] = temporal_efficiency_runs(a, b, window, stride)
-        except BenchError:
-            pass
+def te_pairs(runs: list[Run], window: float | None = None, stride: float | None = None) -> pd.DataFrame:
+    """E(a, b) for every ordered pair of configurations (:func:`bench.metrics.selection.point_key`: a run key
+    without its repeat), repeat by repeat: a's repeat k against b's repeat k, the runs that share a seed. Columns
+    a, b, repeat, E (NaN where undefined); a configuration against itself gives 1."""
+    good = {(point_key(r), r.label["repeat"]): r for r in ok_runs(runs) if not r.steps.empty}
+    configs = sorted({c for c, _ in good})
+    rows = []
+    for a, b in itertools.product(configs, repeat=2):
+        for k in sorted({k for c, k in good if c == a} & {k for c, k in good if c == b}):
+            try:
+                e = temporal_efficiency_runs(good[a, k], good[b, k], window, stride)
+            except BenchError:
+                e = math.nan
+            rows.append({"a": a, "b": b, "repeat": k, "E": e})
+    return pd.DataFrame(rows, columns=["a", "b", "repeat", "E"])
+
+
+def te_matrix(runs: list[Run], window: float | None = None, stride: float | None = None,
+              pairs: pd.DataFrame | None = None) -> pd.DataFrame:
+    """E(row, column) for every ordered pair of configurations: the median over their paired repeats
+    (:func:`te_pairs`, which ``pairs`` may pass in); NaN where no repeat pair has a defined E."""
+    pairs = te_pairs(runs, window, stride) if pairs is None else pairs
+    configs = sorted(set(pairs["a"])) if len(pairs) else []
+    out = pd.DataFrame(np.nan, index=configs, columns=configs)
+    for (a, b), g in pairs.groupby(["a", "b"]):
+        if g["E"].notna().any():
+            out.loc[a, b] = float(g["E"].median())
     out.index.name, out.columns.name = "a", "b"
     return out
 

@@ -117,13 +117,21 @@ def throughput_table(runs: list[Run]) -> pd.DataFrame:
 
 
 def speedup_table(tp: pd.DataFrame, reference: str = "sync") -> pd.DataFrame:
-    """Add ``speedup`` S(n) = tp(n)/tp(1) of the same algorithm (NaN without an np=1 run), ``efficiency``
-    S(n)/n and ``vs_<reference>`` = tp / tp of ``reference`` at the same n, hardware, study and tag
-    (a study's grid point, e.g. a straggler setting), else at the untagged point; NaN where it did not run."""
+    """Add ``speedup`` S(n) = tp(n)/tp(1), ``speedup_over`` (which np=1 run: the algorithm's own, else the
+    ``reference``'s, as most algorithms at one worker are plain SGD; NaN where neither ran), ``efficiency`` S(n)/n
+    and ``vs_<reference>`` = tp / tp of ``reference`` at the same n, hardware, study and tag (a study's grid point,
+    e.g. a straggler setting, and repeat), else at the untagged point; NaN where it did not run."""
     df = tp.copy()
     group = ["hardware", "study", "algorithm", "tag"]
     base = df[df["np"] == 1].set_index(group)["throughput"]
-    df["speedup"] = [row.throughput / base.get(tuple(row[g] for g in group), math.nan) for _, row in df.iterrows()]
+    speedup, over = [], []
+    for _, row in df.iterrows():
+        own = base.get(tuple(row[g] for g in group), math.nan)
+        ref1 = base.get((row.hardware, row.study, reference, row.tag), math.nan)
+        one, name = (own, row.algorithm) if not math.isnan(own) else (ref1, reference)
+        speedup.append(row.throughput / one)
+        over.append(f"{name} np 1" if not math.isnan(one) else "")
+    df["speedup"], df["speedup_over"] = speedup, over
     df["efficiency"] = df["speedup"] / df["np"]
     ref = df[df["algorithm"] == reference].set_index(["hardware", "study", "np", "tag"])["throughput"]
     df[f"vs_{reference}"] = [row.throughput / ref.get((row.hardware, row.study, row.np, row.tag),

@@ -23,5 +23,5 @@ def time_split(runs: list[Run]) -> pd.DataFrame:
         total = sum(means.values())
         rows.append({**labels(r), **means, "step_s": total,
                      **{c.replace("_s", "_share"): (v / total if total > 0 else math.nan) for c, v in means.items()}})
-    cols = [*KEYS, *PARTS, "step_s", "compute_share", "comm_share", "wait_share"]
+    cols = [*KEYS, "repeat", *PARTS, "step_s", "compute_share", "comm_share", "wait_share"]
     return pd.DataFrame(rows, columns=cols).sort_values(KEYS, ignore_index=True)

@@ -52,7 +52,8 @@ def test_speedup_tables_leave_the_failed_run_out(analysed):
     sync1 = local[(local.algorithm == "sync") & (local.np == 1)].iloc[0]
     assert sync2.speedup == pytest.approx(sync2.throughput / sync1.throughput)
     assert sync2.vs_sync == pytest.approx(1.0)
-    assert math.isnan(local[local.algorithm == "ddp"].iloc[0].speedup)  # no ddp np=1 run
+    ddp = local[local.algorithm == "ddp"].iloc[0]  # no ddp np=1 run: over sync's
+    assert ddp.speedup == pytest.approx(ddp.throughput / sync1.throughput) and ddp.speedup_over == "sync np 1"
     assert math.isnan(table[table.hardware == "lab2"].iloc[0].speedup)  # no np=1 run on lab2
     # the throughput of a run is the one definition of bench.metrics.throughput, also in its summary.json
     run = load_run(StudyLayout("fixture", analysed.parent).run_dir("sync", "local", 2))

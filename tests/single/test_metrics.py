@@ -173,11 +173,18 @@ def test_speedup_efficiency_and_against_sync():
         dict(hardware="h", study="s", algorithm="sync", np=1, tag="", throughput=100.0),
         dict(hardware="h", study="s", algorithm="sync", np=2, tag="", throughput=150.0),
         dict(hardware="h", study="s", algorithm="agn", np=2, tag="", throughput=300.0),
+        dict(hardware="h", study="s", algorithm="ddp", np=1, tag="", throughput=50.0),
+        dict(hardware="h", study="s", algorithm="ddp", np=2, tag="", throughput=150.0),
+        dict(hardware="h", study="s", algorithm="sgp", np=2, tag="x", throughput=150.0),
     ])
     df = speedup_table(tp).set_index(["algorithm", "np"])
     assert df.loc[("sync", 2), "speedup"] == pytest.approx(1.5)
     assert df.loc[("sync", 2), "efficiency"] == pytest.approx(0.75)
-    assert math.isnan(df.loc[("agn", 2), "speedup"])          # no np=1 run of agn
+    assert df.loc[("sync", 2), "speedup_over"] == "sync np 1"
+    # no np=1 run of agn: over sync's np=1 run (plain SGD at one worker); ddp has its own
+    assert df.loc[("agn", 2), "speedup"] == pytest.approx(3.0) and df.loc[("agn", 2), "speedup_over"] == "sync np 1"
+    assert df.loc[("ddp", 2), "speedup"] == pytest.approx(3.0) and df.loc[("ddp", 2), "speedup_over"] == "ddp np 1"
+    assert math.isnan(df.loc[("sgp", 2), "speedup"]) and df.loc[("sgp", 2), "speedup_over"] == ""  # no np=1 at its point
     assert df.loc[("agn", 2), "vs_sync"] == pytest.approx(2.0)
 
 
@@ -212,3 +219,41 @@ def test_a_censored_run_stays_in_the_convergence_table():
     conv = convergence_table([reached, never], 0.6, 10.0).set_index("algorithm")
     assert conv.loc["sync", "seconds_to_0.6"] == pytest.approx(1.5) and not conv.loc["sync", "censored"]
     assert conv.loc["ddp", "seconds_to_0.6"] == 3.0 and conv.loc["ddp", "censored"]
+
+
+def repeat_run(algorithm: str, repeat: int, accuracy: float) -> Run:
+    """A 2-worker run of a study's repeat ``repeat`` whose workers' mini-batch accuracy is ``accuracy`` throughout."""
+    run = make_run(algorithm, step_s=(0.1,) * 40)
+    steps = run.steps.assign(accuracy=accuracy)
+    config = {**run.config, "tag": f"r{repeat}", "repeat": repeat}
+    return Run(Path(f"/x/{algorithm}-np2-r{repeat}"), config, {}, run.summary, steps, pd.DataFrame())
+
+
+def test_temporal_efficiency_pairs_repeats_with_the_same_seed_and_the_matrix_is_their_median():
+    from bench.metrics.temporal import te_matrix, te_pairs
+
+    runs = [repeat_run("sync", k, 0.5) for k in range(4)]  # repeat 3 has no partner: left out of sync vs ddp
+    runs += [repeat_run("ddp", k, acc) for k, acc in enumerate((0.25, 0.5, 0.125))]
+    pairs = te_pairs(runs)
+    ab = pairs[(pairs["a"] == "sync-np2@local") & (pairs["b"] == "ddp-np2@local")].sort_values("repeat")
+    assert ab["repeat"].tolist() == [0, 1, 2]
+    assert ab["E"].tolist() == pytest.approx([2.0, 1.0, 4.0])
+    matrix = te_matrix(runs, pairs=pairs)
+    assert sorted(matrix.index) == ["ddp-np2@local", "sync-np2@local"]  # configurations, not runs
+    assert matrix.loc["sync-np2@local", "ddp-np2@local"] == pytest.approx(2.0)
+    assert matrix.loc["ddp-np2@local", "sync-np2@local"] == pytest.approx(0.5)
+    assert matrix.loc["sync-np2@local", "sync-np2@local"] == pytest.approx(1.0)
+    assert len(pairs[(pairs["a"] == "sync-np2@local") & (pairs["b"] == "sync-np2@local")]) == 4
+    assert te_matrix(runs).equals(matrix)
+
+
+def test_configuration_keys_drop_the_repeat_and_families_come_from_the_registry():
+    from bench.metrics.selection import family, frame_points, point_key
+    from bench.results import steps_frame
+
+    run = repeat_run("downpour", 2, 0.5)
+    assert point_key(run) == "downpour-np2@local"
+    df = steps_frame([run, repeat_run("sync", 1, 0.5)])
+    assert set(frame_points(df)) == {"downpour-np2@local", "sync-np2@local"}
+    assert (family("downpour"), family("sgp"), family("lasgd")) == ("parameter-server", "decentralised", "allreduce")
+    assert family("no-such-algorithm") == "other"
