@@ -54,8 +54,12 @@ class StudySpec:
     grid: dict[str, list[Any]] = field(default_factory=dict)
     """``--set`` key -> values: one run per point of the product, tagged ``<key><value>-...``; keys an
     algorithm does not have are left out for it."""
+    sets_by_np: dict[int, dict[str, Any]] = field(default_factory=dict)
+    """``--set`` overrides of the runs at particular worker counts (after ``sets``), e.g. the learning rate scaled
+    with the workers (Goyal et al. 2017's linear scaling rule: ``{2: {lr: 0.1}}`` over a profile's 0.05)."""
     sets_by_algorithm: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """``--set`` overrides of particular algorithms' runs (after ``sets``), e.g. their hyperparameters."""
+    """``--set`` overrides of particular algorithms' runs (after ``sets`` and ``sets_by_np``), e.g. their
+    hyperparameters."""
     sets_by_hardware: dict[str, dict[str, Any]] = field(default_factory=dict)
     """``--set`` overrides of the runs on particular hardware profiles (after ``sets``), e.g. fewer steps on a
     slow link."""
@@ -125,6 +129,11 @@ def load_study(name: str | None = None, params_file: Path | None = None) -> Stud
         if bad:
             raise BenchError(f"study {name!r}: {key} names {', '.join(bad)}, which the study does not run; "
                              f"valid: {', '.join(valid)}")
+    counts = sorted({n for ns in [spec.np, *spec.np_by_algorithm.values()] for n in ns})
+    bad = sorted(set(spec.sets_by_np) - set(counts))
+    if bad:
+        raise BenchError(f"study {name!r}: sets_by_np names worker counts {', '.join(map(str, bad))}, which the study "
+                         f"does not run; valid: {', '.join(map(str, counts))}")
     return study
 
 
@@ -177,8 +186,8 @@ def calibrate(study: Study) -> dict:
             f"No calibration run: study {study.name!r} fixes target_accuracy = {study.spec.target_accuracy:g} in "
             f"params.yaml.\n")
     else:
-        sets = {k: v for k, v in {**study.spec.sets, **study.spec.sets_by_algorithm.get("sync", {})}.items()
-                if k not in CALIBRATION_UNSET}
+        sets = {k: v for k, v in {**study.spec.sets, **study.spec.sets_by_np.get(1, {}),
+                                  **study.spec.sets_by_algorithm.get("sync", {})}.items() if k not in CALIBRATION_UNSET}
         hardware = study.hardware[0]
         sets.update({k: v for k, v in study.spec.sets_by_hardware.get(hardware, {}).items() if k not in CALIBRATION_UNSET})
         cfg = resolve("sync", np=1, profile=study.profile, hardware=hardware, overrides=sets, study=study.name,
@@ -222,7 +231,7 @@ def planned_runs(study: Study, algorithm: str) -> list[RunConfig]:
     # repeat-major: every point's repeat 0, then every point's repeat 1, ... (run in this order)
     for k, hardware, n, (tag, sets) in itertools.product(range(study.spec.repeats), study.hardware, nps,
                                                          grid_points(algorithm, study.spec)):
-        overrides = {**study.spec.sets, **study.spec.sets_by_algorithm.get(algorithm, {}),
+        overrides = {**study.spec.sets, **study.spec.sets_by_np.get(n, {}), **study.spec.sets_by_algorithm.get(algorithm, {}),
                      **study.spec.sets_by_hardware.get(hardware, {}), **sets}
         cfg = resolve(algorithm, np=n, profile=study.profile, hardware=hardware, overrides=overrides,
                       study=study.name, tag=repeat_tag(tag, k, study.spec.repeats), params_file=study.params_file)

@@ -108,7 +108,9 @@ def test_claims_reproduced_inconclusive_not_reproduced_and_not_testable():
     assert vishnu["verdict"] == "reproduced" and vishnu["n"] == 5 and vishnu["tests"] == 2
     assert vishnu["ci_low"] > 1.0 and vishnu["effect"] == pytest.approx(1.25, rel=0.05)  # the weaker of the two
     assert by_source(table, "Assran et al. 2019")["verdict"] == "reproduced"  # sgp at 2x on a slow link, by time
-    assert by_source(table, "LASGD, 2022")["verdict"] == "not testable here"  # lasgd did not run
+    lasgd = by_source(table, "LASGD, 2022")
+    assert lasgd["verdict"] == "not testable here"  # lasgd did not run: the published study is named
+    assert "docs/results/regimes/tables/claims.csv" in lasgd["evidence"]
     # one subject no better than sync (identical figures): not every test supports -> inconclusive
     same = claims.claims(cells_frame({"delayed": 1.3, "layerwise": 1.0}, repeats=5, sd=0.0))
     assert by_source(same, "Vishnu et al. 2017")["verdict"] == "inconclusive"
@@ -154,6 +156,12 @@ def test_cells_of_repeats_are_paired_summarised_and_censored_runs_kept():
     assert v.loc["time_to_target_s", "outcome"] == "faster"  # sync censored at 2 s, ddp at 0.5 + 0.35/0.7 * 0.5 s
     best = winners(cells).iloc[0]
     assert best["highest_throughput"] == "ddp" and best["first_to_target"] == "ddp" and best["repeats"] == 3
+    # a faster run at another worker count competes only at its own count
+    one = cells[cells["algorithm"] == "sync"].assign(np=1, throughput=1e9, time_to_target_s=0.01, censored=False)
+    w = winners(pd.concat([cells, one], ignore_index=True)).set_index("np")
+    assert w.loc[1, "highest_throughput"] == "sync" and w.loc[1, "first_to_target"] == "sync"
+    n = int(cells["np"].iloc[0])
+    assert w.loc[n, "highest_throughput"] == "ddp" and w.loc[n, "first_to_target"] == "ddp"
 
 
 # ----------------------------------------------------------------------------- repeats of a study
@@ -190,6 +198,21 @@ def test_repeats_share_the_split_differ_in_initialisation_and_are_planned_repeat
     assert not np.array_equal(sa.order(0), sb.order(0))  # another shard order
 
 
+def test_sets_by_np_apply_per_worker_count_before_an_algorithms_own_and_name_only_counts_the_study_runs(params_file):
+    from bench.study import load_study, planned_runs
+
+    text = params_file.read_text()
+    params_file.write_text(text.replace("    sets: {max_steps: 5}\n", "    sets: {max_steps: 5}\n    sets_by_np: {2: {lr: 0.4}}\n", 1))
+    runs = planned_runs(load_study("rep", params_file), "sync")
+    assert {(c.launch.np, c.train.lr) for c in runs} == {(1, 0.05), (2, 0.4)}  # tiny's lr 0.05 at np 1
+    params_file.write_text(text.replace("    sets: {max_steps: 5}\n", "    sets: {max_steps: 5}\n    sets_by_np: {2: {lr: 0.4}}\n"
+                                        "    sets_by_algorithm: {sync: {lr: 0.2}}\n", 1))
+    assert {c.train.lr for c in planned_runs(load_study("rep", params_file), "sync")} == {0.2}
+    params_file.write_text(text.replace("    sets: {max_steps: 5}\n", "    sets: {max_steps: 5}\n    sets_by_np: {4: {lr: 0.4}}\n", 1))
+    with pytest.raises(BenchError, match="sets_by_np names worker counts 4, which the study does not run; valid: 1, 2"):
+        load_study("rep", params_file)
+
+
 def test_repeats_must_be_positive(params_file):
     from bench.study import load_study
 
@@ -219,3 +242,25 @@ def test_a_censored_time_to_target_bounds_the_comparison_one_way_only():
     # both censored in every repeat: nothing to compare
     r = censored_ratio(pairs([2.0] * 4, [8.0] * 4, [True] * 4, [True] * 4))
     assert r["n"] == 0 and r["outcome"] == "inconclusive"
+
+
+def test_the_reports_summary_gives_each_configuration_its_median_interval_and_censored_repeats():
+    from bench.metrics.report import summary_table
+
+    rows, conv = [], []
+    for k in range(3):
+        for algo, n, tp, secs, censored in (("sync", 1, 100.0 + k, 2.0 + k, False), ("sync", 2, 150.0 + k, 1.0 + k, False),
+                                            ("downpour", 2, 120.0 + k, 9.0, k == 0)):
+            tag = f"r{k}"
+            rows.append(dict(hardware="local", study="s", algorithm=algo, np=n, tag=tag, repeat=k, throughput=tp))
+            conv.append(dict(hardware="local", study="s", algorithm=algo, np=n, tag=tag, repeat=k, final_accuracy=0.9,
+                             censored=censored, **{"seconds_to_0.9": secs}))
+    from bench.metrics.throughput import speedup_table
+
+    table = summary_table(speedup_table(pd.DataFrame(rows)), pd.DataFrame(conv)).set_index(["algorithm", "np"])
+    assert list(table.index) == [("sync", 1), ("sync", 2), ("downpour", 2)]  # allreduce family first
+    assert table.loc[("sync", 2), "samples/s"] == "151 [150, 152]" and table.loc[("sync", 2), "repeats"] == 3
+    assert table.loc[("downpour", 2), "speedup over"] == "sync np 1"
+    assert table.loc[("downpour", 2), "speedup"].startswith("1.20 [")
+    assert table.loc[("downpour", 2), "censored"] == 1 and table.loc[("sync", 1), "censored"] == 0
+    assert table.loc[("sync", 1), "seconds to target"] == "3.00 [2.00, 4.00]"
