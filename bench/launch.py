@@ -355,18 +355,21 @@ def _pump(stream, log, tail: collections.deque, echo: bool) -> None:
 
 
 class _Terminated(Exception):
-    """The launcher received SIGTERM or SIGHUP."""
+    """The launcher received SIGTERM, SIGHUP or SIGINT."""
 
 
 @contextlib.contextmanager
 def _signals_end_the_job():
-    """While a job runs, SIGTERM and SIGHUP raise :class:`_Terminated` (in the main thread; elsewhere a no-op)."""
+    """While a job runs, SIGTERM, SIGHUP and SIGINT raise :class:`_Terminated` (in the main thread; elsewhere a
+    no-op). SIGINT gets the handler too, not Python's KeyboardInterrupt: a launcher started in the background by a
+    shell without job control (``cmd &``, nohup) inherits SIGINT ignored, and Python then installs no handler of its
+    own, so a Ctrl-C or a ``kill -INT`` of its process group left the job running."""
     def handler(signum, frame):
         raise _Terminated(signal.Signals(signum).name)
 
     previous = {}
     try:
-        for sig in (signal.SIGTERM, signal.SIGHUP):
+        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
             previous[sig] = signal.signal(sig, handler)
     except ValueError:  # not the main thread (e.g. a notebook kernel's worker thread): leave signals alone
         pass

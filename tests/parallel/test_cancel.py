@@ -30,14 +30,16 @@ def job_processes(run_dir: Path) -> list[psutil.Process]:
 
 
 def start(run_dir: Path, *sets: str) -> subprocess.Popen:
-    """`python -m bench run` in its own process group (as a shell, Slurm or DVC starts it)."""
+    """`python -m bench run` in its own process group (as a shell, Slurm or DVC starts it), with SIGINT ignored as a
+    shell's background job (`cmd &`, nohup) inherits it: the launcher must still end its job on SIGINT."""
     args = [sys.executable, "-m", "bench", "run", "sync", "--np", "2", "--profile", "tiny", "--out", str(run_dir),
             "--quiet", "--set", "max_steps=100000", "--set", "epochs=1000", "--set", "eval_every=0"]
     for s in sets:
         args += ["--set", s]
     env = dict(os.environ, PYTHONPATH=str(REPO), BENCH_PROGRESS="0")
     return subprocess.Popen(args, cwd=REPO, env=env, start_new_session=True, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+                            stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
 
 
 def wait_for_steps(run_dir: Path, timeout_s: float = 120.0) -> None:
