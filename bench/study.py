@@ -100,6 +100,13 @@ class Study:
         hw = self.spec.hardware or self.default_hardware
         return [hw] if isinstance(hw, str) else list(hw)
 
+    def overrides(self, algorithm: str, np: int, hardware: str) -> dict[str, Any]:
+        """The ``--set`` overrides of a run of ``algorithm`` at ``np`` workers on ``hardware`` (before its grid
+        point's): ``sets``, then ``sets_by_np``, ``sets_by_algorithm``, ``sets_by_hardware``, later ones winning."""
+        s = self.spec
+        return {**s.sets, **s.sets_by_np.get(np, {}), **s.sets_by_algorithm.get(algorithm, {}),
+                **s.sets_by_hardware.get(hardware, {})}
+
     def algorithms(self) -> list[str]:
         if self.spec.algorithms == "all":
             return names()
@@ -186,10 +193,8 @@ def calibrate(study: Study) -> dict:
             f"No calibration run: study {study.name!r} fixes target_accuracy = {study.spec.target_accuracy:g} in "
             f"params.yaml.\n")
     else:
-        sets = {k: v for k, v in {**study.spec.sets, **study.spec.sets_by_np.get(1, {}),
-                                  **study.spec.sets_by_algorithm.get("sync", {})}.items() if k not in CALIBRATION_UNSET}
         hardware = study.hardware[0]
-        sets.update({k: v for k, v in study.spec.sets_by_hardware.get(hardware, {}).items() if k not in CALIBRATION_UNSET})
+        sets = {k: v for k, v in study.overrides("sync", 1, hardware).items() if k not in CALIBRATION_UNSET}
         cfg = resolve("sync", np=1, profile=study.profile, hardware=hardware, overrides=sets, study=study.name,
                       tag="calibration", params_file=study.params_file)
         run_dir, rc = launch_run(cfg, layout.dir / "calibration", force=True, echo=False)
@@ -231,8 +236,7 @@ def planned_runs(study: Study, algorithm: str) -> list[RunConfig]:
     # repeat-major: every point's repeat 0, then every point's repeat 1, ... (run in this order)
     for k, hardware, n, (tag, sets) in itertools.product(range(study.spec.repeats), study.hardware, nps,
                                                          grid_points(algorithm, study.spec)):
-        overrides = {**study.spec.sets, **study.spec.sets_by_np.get(n, {}), **study.spec.sets_by_algorithm.get(algorithm, {}),
-                     **study.spec.sets_by_hardware.get(hardware, {}), **sets}
+        overrides = {**study.overrides(algorithm, n, hardware), **sets}
         cfg = resolve(algorithm, np=n, profile=study.profile, hardware=hardware, overrides=overrides,
                       study=study.name, tag=repeat_tag(tag, k, study.spec.repeats), params_file=study.params_file)
         cfg.train.seed += k  # a repeat changes the initialisation and the shard order; split_seed stays

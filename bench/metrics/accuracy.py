@@ -59,7 +59,7 @@ def convergence_table(runs: list[Run], target: float, seconds: float) -> pd.Data
     rows = []
     for r in ok_runs(runs):
         seconds_to, censored = time_to_target(r.evals, target, r.summary.get("train_s"))
-        rows.append({**labels(r), "repeat": r.config.get("repeat", 0), "final_accuracy": r.summary.get("final_accuracy"),
+        rows.append({**labels(r), "final_accuracy": r.summary.get("final_accuracy"),
                      "final_loss": r.summary.get("final_loss"), "wall_s": r.summary.get("wall_s"),
                      "train_s": r.summary.get("train_s"), f"seconds_to_{target:g}": seconds_to, "censored": censored,
                      f"epochs_to_{target:g}": time_to_accuracy(r.evals, target, "epoch"),

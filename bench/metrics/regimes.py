@@ -31,7 +31,7 @@ from ..results import Run
 from . import claims as claim_rules
 from . import stats
 from .accuracy import accuracy_after_time, time_to_target
-from .selection import KEYS, labels, ok_runs, point, timed_steps
+from .selection import KEYS, labels, ok_runs, point_of, timed_steps
 from .throughput import throughput
 
 LINK_ORDER = ["100mbit", "1gbit", "10gbit", "unshaped", "local"]
@@ -58,11 +58,6 @@ def regime_label(link: str, straggler: str) -> str:
     return f"{link}, {'no straggler' if straggler == 'none' else 'straggler ' + straggler}"
 
 
-def point_of(run: Run) -> str:
-    """The run's grid point: its tag without the repeat's ``r<k>`` (:func:`bench.metrics.selection.point`)."""
-    return point(run.config.get("tag", ""), run.config.get("repeat", 0))
-
-
 def cell(run: Run, target: float, budget_s: float) -> dict:
     """One run's row of :func:`cell_table`."""
     steps = timed_steps(run.steps)
@@ -72,7 +67,7 @@ def cell(run: Run, target: float, budget_s: float) -> dict:
     link = link_of(run)
     tp = throughput(run)
     to_target, censored = time_to_target(run.evals, target, run.summary.get("train_s"))
-    return {**labels(run), "repeat": run.config.get("repeat", 0), "point": point_of(run), "link": link,
+    return {**labels(run), "point": point_of(run), "link": link,
             "link_gbps": LINK_GBPS.get(link, math.inf), "straggler": straggler_of(run),
             "throughput": tp["throughput"], "throughput_window": tp["window"],
             "slowest_worker_rate": tp["slowest_worker_rate"], "comm_share": comm / step_total if step_total else math.nan,

@@ -37,11 +37,16 @@ def frame_keys(df: pd.DataFrame) -> pd.Series:
                      dtype=object)
 
 
+def point_of(run: Run) -> str:
+    """The run's grid point: its tag without the repeat's ``r<k>`` (:func:`point`)."""
+    return point(run.label["tag"], run.label["repeat"])
+
+
 def point_key(run: Run) -> str:
     """The key of the run's configuration: :func:`key` without the repeat (what a study's repeats of one grid point
     share, e.g. ``sync-np2@local`` for ``sync-np2-r1@local``)."""
     lab = run.label
-    return run_key(lab["algorithm"], lab["np"], point(lab["tag"], lab.get("repeat", 0)), lab["hardware"])
+    return run_key(lab["algorithm"], lab["np"], point_of(run), lab["hardware"])
 
 
 def frame_points(df: pd.DataFrame) -> pd.Series:

@@ -109,7 +109,7 @@ def throughput(run: Run) -> dict:
 
 def throughput_table(runs: list[Run]) -> pd.DataFrame:
     """Throughput of every ``ok`` run, one row per run (labels + :func:`throughput`)."""
-    rows = [{**labels(r), "repeat": r.config.get("repeat", 0), **throughput(r)} for r in ok_runs(runs)]
+    rows = [{**labels(r), **throughput(r)} for r in ok_runs(runs)]
     for row in rows:  # each worker's own rate, as "rank:rate" items
         row["worker_rates"] = " ".join(f"{k}:{v:.4g}" for k, v in sorted((row.get("worker_rates") or {}).items()))
     cols = [*KEYS, "repeat", *NAN, "worker_rates"]
