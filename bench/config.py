@@ -14,10 +14,26 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from . import SCHEMA_VERSION, BenchError
+
+
+_RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(kbit|mbit|gbit)\s*$", re.IGNORECASE)
+_UNIT = {"kbit": 1e3, "mbit": 1e6, "gbit": 1e9}
+
+
+def parse_rate(link: str) -> float:
+    """Bits per second of a link rate such as ``100mbit``, ``1gbit``, ``10gbit``; 0 for ``""`` (unshaped)."""
+    if not link:
+        return 0.0
+    m = _RATE.match(link)
+    if not m or float(m.group(1)) <= 0:
+        raise BenchError(f"bad link rate {link!r}: give e.g. 100mbit, 1gbit, 10gbit (or '' for unshaped)")
+    return float(m.group(1)) * _UNIT[m.group(2).lower()]
+
 
 
 @dataclass
@@ -233,6 +249,9 @@ class LaunchConfig:
     link: str = ""
     """Rate of every emulated host's link, both directions (``100mbit``, ``1gbit``, ``10gbit``; "": unshaped).
     Bandwidth only: latency is not emulated (this kernel has no netem)."""
+    link_share_aimed: float = 0.0
+    """> 0: the communication share of ``sync`` this link's rate was calibrated for (a study's ``share<s>`` link,
+    :func:`bench.study.calibrate`); a record for the analysis, which shows it beside the share measured."""
     emulated_cpu: dict[int, float] = field(default_factory=dict)
     """Emulated host index -> its share of one core (cgroup cpu quota), to make a host slower; wins over
     ``cpu_per_host`` for the hosts it names."""
@@ -269,6 +288,9 @@ class LaunchConfig:
         if not self.emulated_hosts and (self.link or self.emulated_cpu or self.cpu_per_host):
             raise BenchError(f"link, emulated_cpu and cpu_per_host describe an emulated cluster: set emulated_hosts > 0 "
                              f"(link={self.link!r}, emulated_cpu={self.emulated_cpu!r}, cpu_per_host={self.cpu_per_host!r})")
+        if not 0 <= self.link_share_aimed < 1 or (self.link_share_aimed and not self.link):
+            raise BenchError(f"link_share_aimed must be in [0, 1) and describes a shaped link (link set), got "
+                             f"link_share_aimed={self.link_share_aimed!r}, link={self.link!r}")
         cores = os.cpu_count() or 1
         if not 0 <= self.cpu_per_host <= cores:
             raise BenchError(f"cpu_per_host must be in [0, {cores}] cores (0: unlimited), got {self.cpu_per_host!r}")

@@ -34,14 +34,19 @@ def save(fig: plt.Figure, path: str | Path, dpi: int = 110) -> Path:
     return path
 
 
+def _families(values) -> list[str]:
+    """The families among ``values``, in the registry's order (others after, sorted)."""
+    present = set(values)
+    return [f for f in FAMILIES if f in present] + sorted(present - set(FAMILIES))
+
+
 def _by_family(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str], dict]:
     """``df`` with a ``config`` column (the run key without its repeat) and a ``family`` column; the families present,
     in the registry's order; one colour per configuration, the same in every facet."""
     df = df.assign(config=frame_points(df), family=[family(a) for a in df["algorithm"]])
     if "repeat" not in df:
         df["repeat"] = 0
-    present = set(df["family"])
-    fams = [f for f in FAMILIES if f in present] + sorted(present - set(FAMILIES))
+    fams = _families(df["family"])
     configs = sorted(df["config"].unique())
     return df, fams, dict(zip(configs, sns.color_palette("tab10" if len(configs) <= 10 else "husl", len(configs))))
 
@@ -265,22 +270,34 @@ def regimes_heatmap(cells: pd.DataFrame, regimes: list[str], value: str = "speed
 
 
 def throughput_vs_link(cells: pd.DataFrame, links: list[str], title: str = "throughput against link bandwidth") -> plt.Figure:
-    """Throughput per algorithm (one line each) against the link, slowest first, without stragglers."""
+    """Throughput per algorithm against the link, slowest first, without stragglers: one panel per algorithm family
+    (one line per algorithm, its median over the repeats, the band its 95 % interval), ``sync`` drawn in every panel
+    as the reference (black, dashed)."""
     df = cells[cells["straggler"] == "none"] if not cells.empty else cells
     if df.empty:
         return _empty(title)
     order = [lk for lk in links if lk in set(df["link"])] + sorted(set(df["link"]) - set(links))
-    df = df.assign(x=df["link"].map({lk: i for i, lk in enumerate(order)}))
-    fig, ax = plt.subplots(figsize=(9, 5))
-    sns.lineplot(data=df.sort_values("x"), x="x", y="throughput", hue="algorithm", style="algorithm", markers=True,
-                 dashes=False, ax=ax)
-    ax.set_xticks(range(len(order)))
-    ax.set_xticklabels(order)
-    ax.set_yscale("log")
-    ax.set_xlabel("link (emulated bandwidth; latency not emulated)")
-    ax.set_ylabel("samples / s, all workers")
-    sns.move_legend(ax, "upper left", bbox_to_anchor=(1.02, 1), fontsize=8, title=None)
-    ax.set_title(title)
+    df = df.assign(x=df["link"].map({lk: i for i, lk in enumerate(order)}), family=[family(a) for a in df["algorithm"]])
+    fams = _families(df["family"])
+    fig, axes = plt.subplots(1, len(fams), figsize=(4.8 * len(fams) + 1.5, 4.8), squeeze=False, sharey=True)
+    ref = df[df["algorithm"] == "sync"].sort_values("x")
+    for ax, fam in zip(axes[0], fams):
+        sub = df[(df["family"] == fam) & (df["algorithm"] != "sync")].sort_values("x")
+        if not sub.empty:
+            sns.lineplot(data=sub, x="x", y="throughput", hue="algorithm", style="algorithm", markers=True,
+                         dashes=False, estimator="median", errorbar=("pi", 95), ax=ax)
+        if not ref.empty:
+            sns.lineplot(data=ref, x="x", y="throughput", color="black", linestyle="--", estimator="median",
+                         errorbar=None, label="sync", ax=ax)
+        ax.set_xticks(range(len(order)))
+        ax.set_xticklabels(order, rotation=30, ha="right")
+        ax.set_yscale("log")
+        ax.set_xlabel("link (bandwidth only; latency not emulated)")
+        ax.set_ylabel("samples / s, all workers")
+        ax.set_title(fam)
+        ax.legend(fontsize=7, title=None)
+    fig.suptitle(title)
+    fig.tight_layout()
     return fig
 
 
@@ -294,13 +311,14 @@ def time_to_target(cells: pd.DataFrame, target: float, title: str | None = None)
         return _empty(title, f"no run to show for {target:g}")
     censored = df["censored"].fillna(False).astype(bool) if "censored" in df else pd.Series(False, index=df.index)
     df = df.assign(reached=["censored (> training time)" if c else "reached" for c in censored])
+    order = sorted(df["algorithm"].unique())  # the same x positions in every panel (inner panels have no labels)
+    links = (df.sort_values("link_gbps") if "link_gbps" in df else df)["link"].drop_duplicates().tolist()
     g = sns.catplot(data=df, x="algorithm", y="time_to_target_s", hue="straggler", col="link", kind="strip", height=3.6,
-                    aspect=1.3, sharey=False, col_wrap=min(2, df["link"].nunique()), dodge=True, jitter=False)
-    for ax in g.axes.flat:  # censored runs: open triangles over their points
-        link = ax.get_title().split(" = ", 1)[-1]
+                    aspect=1.3, sharey=False, col_wrap=min(2, len(links)), dodge=True, jitter=False, order=order,
+                    col_order=links)
+    for ax, link in zip(g.axes.flat, links):  # censored runs: open triangles over their points
         c = df[(df["link"] == link) & (df["reached"] != "reached")]
         if not c.empty:
-            order = [t.get_text() for t in ax.get_xticklabels()]
             ax.scatter([order.index(a) for a in c["algorithm"]], c["time_to_target_s"], marker="^", s=90,
                        facecolors="none", edgecolors="black", label="censored (> training time)", zorder=5)
     g.set_ylabels("seconds")

@@ -77,6 +77,12 @@ class StudySpec:
     """Fraction of the calibration run's final held-out accuracy that is the derived target."""
     budget_s: float = 10.0
     """Wall-clock seconds after which the notebooks report the held-out accuracy reached."""
+    repeats_where: list[dict[str, Any]] = field(default_factory=list)
+    """More repeats in particular cells (those the claims test) than ``repeats`` gives every cell: entries
+    ``{repeats: k, algorithms: [...], np: [...], sets: {key: [values]}}``; a run of a listed algorithm (every one
+    when absent) at a listed worker count (any when absent) whose overrides, grid point included, give each ``sets``
+    key one of its values (e.g. ``{link: [share0.5], slow_factor: [1.0]}``) has k repeats, 0 leaving that part of the
+    grid out; of the entries that match, the last one wins."""
 
 
 @dataclass
@@ -136,12 +142,114 @@ def load_study(name: str | None = None, params_file: Path | None = None) -> Stud
         if bad:
             raise BenchError(f"study {name!r}: {key} names {', '.join(bad)}, which the study does not run; "
                              f"valid: {', '.join(valid)}")
-    counts = sorted({n for ns in [spec.np, *spec.np_by_algorithm.values()] for n in ns})
+    counts = worker_counts(spec)
     bad = sorted(set(spec.sets_by_np) - set(counts))
     if bad:
         raise BenchError(f"study {name!r}: sets_by_np names worker counts {', '.join(map(str, bad))}, which the study "
                          f"does not run; valid: {', '.join(map(str, counts))}")
+    for i, entry in enumerate(spec.repeats_where):
+        what = f"study {name!r}: repeats_where[{i}]"
+        unknown = sorted(set(entry) - {"repeats", "algorithms", "np", "sets"})
+        if unknown:
+            raise BenchError(f"{what} has unknown key {unknown[0]!r}; valid: algorithms, np, repeats, sets")
+        if not isinstance(entry.get("repeats"), int) or entry["repeats"] < 0:
+            raise BenchError(f"{what}: repeats must be an integer >= 0 (0: not run), got {entry.get('repeats')!r}")
+        bad = sorted(set(entry.get("algorithms") or []) - set(study.algorithms()))
+        if bad:
+            raise BenchError(f"{what} names {', '.join(bad)}, which the study does not run; valid: "
+                             f"{', '.join(study.algorithms())}")
+        if not isinstance(entry.get("sets") or {}, dict) or not all(isinstance(v, list) for v in (entry.get("sets") or {}).values()):
+            raise BenchError(f"{what}: sets must map a key to a list of values, got {entry.get('sets')!r}")
+    for share in aimed_shares(spec):
+        if not 0 < share < 1:
+            raise BenchError(f"study {name!r}: link 'share{share:g}' aims at a communication share outside (0, 1); "
+                             f"valid: share0.1 ... share0.9")
     return study
+
+
+def worker_counts(spec: StudySpec) -> list[int]:
+    """Every worker count the study runs."""
+    return sorted({n for ns in [spec.np, *spec.np_by_algorithm.values()] for n in ns})
+
+
+LINK_SHARE = "share"
+"""A study's ``link`` value ``share<s>`` (in ``sets``, ``grid`` or ``sets_by_*``) is the link rate that gives ``sync``
+a communication share of about s of its step at the study's largest worker count, chosen by the calibration
+(:func:`link_rate`), e.g. ``grid: {link: ["", share0.5, share0.9]}``."""
+
+
+def link_share(value: Any) -> float | None:
+    """The communication share a ``link`` value aims at (``share0.5`` -> 0.5), None for a plain rate."""
+    if not (isinstance(value, str) and value.startswith(LINK_SHARE)):
+        return None
+    try:
+        return float(value[len(LINK_SHARE):])
+    except ValueError:
+        raise BenchError(f"link {value!r} is neither a rate (100mbit, 1gbit, ...) nor share<s> with s a number in "
+                         f"(0, 1), e.g. share0.5") from None
+
+
+def aimed_shares(spec: StudySpec) -> list[float]:
+    """The communication shares the study's ``share<s>`` links aim at (sorted, each once)."""
+    values = [spec.sets.get("link"), *spec.grid.get("link", []),
+              *(d.get("link") for d in [*spec.sets_by_np.values(), *spec.sets_by_algorithm.values(),
+                                        *spec.sets_by_hardware.values()])]
+    return sorted({s for s in map(link_share, values) if s is not None})
+
+
+def link_rate(share: float, compute_s: float, payload_bytes: float, n: int) -> float:
+    """Bits per second of a link on which ``sync``'s ring allreduce takes ``share`` of a step whose compute takes
+    ``compute_s``: each of n workers sends 2 (n - 1) / n of the ``payload_bytes`` a step, so the allreduce takes
+    t = 2 (n - 1) / n x 8 x bytes / rate, and t / (t + compute) = share gives
+    rate = 2 (n - 1) / n x 8 x bytes x (1 - share) / (share x compute). Bandwidth only (no latency, no per-message
+    cost: the measured share is higher where those matter, and is reported beside the aimed one)."""
+    if not (0 < share < 1 and compute_s > 0 and payload_bytes > 0 and n >= 2):
+        raise BenchError(f"a link rate needs 0 < share < 1, compute > 0, bytes > 0 and n >= 2; got share={share!r}, "
+                         f"compute_s={compute_s!r}, bytes={payload_bytes!r}, n={n!r}")
+    return 2 * (n - 1) / n * 8 * payload_bytes * (1 - share) / (share * compute_s)
+
+
+def rate_text(bits_per_s: float) -> str:
+    """A tbf rate for ``bits_per_s``, in whole mbit (at least 1)."""
+    return f"{max(1, round(bits_per_s / 1e6))}mbit"
+
+
+def load_calibration(study: Study) -> dict:
+    """results/<study>/calibration.json (:func:`calibrate`), or a clear error when it is missing."""
+    path = study.layout.dir / "calibration.json"
+    if not path.is_file():
+        raise BenchError(f"study {study.name!r} needs its calibration ({path}) before it is planned (its target or "
+                         f"its share<s> link rates): run `python -m bench study calibrate` (or `dvc repro calibrate`)")
+    return json.loads(path.read_text())
+
+
+def resolve_link(overrides: dict[str, Any], calibration: dict | None) -> dict[str, Any]:
+    """``overrides`` with a ``share<s>`` link replaced by its calibrated rate and ``link_share_aimed`` set to s."""
+    share = link_share(overrides.get("link"))
+    if share is None:
+        return overrides
+    links = (calibration or {}).get("links") or {}
+    if overrides["link"] not in links:
+        raise BenchError(f"link {overrides['link']!r} has no calibrated rate (calibration.json links: "
+                         f"{', '.join(links) or 'none'}): run `python -m bench study calibrate` again")
+    return {**overrides, "link": links[overrides["link"]]["rate"], "link_share_aimed": share}
+
+
+def repeats_of(study: Study, algorithm: str, n: int, overrides: dict[str, Any]) -> int:
+    """The repeats of one planned point: ``repeats``, or the last entry of ``repeats_where`` that matches it."""
+    k = study.spec.repeats
+    for entry in study.spec.repeats_where:
+        if entry.get("algorithms") and algorithm not in entry["algorithms"]:
+            continue
+        if entry.get("np") and n not in entry["np"]:
+            continue
+        if all(overrides.get(key) in values for key, values in (entry.get("sets") or {}).items()):
+            k = entry["repeats"]
+    return k
+
+
+def max_repeats(study: Study) -> int:
+    return max([study.spec.repeats, *(e["repeats"] for e in study.spec.repeats_where)])
 
 
 def study_analysis(name: str, target_accuracy: float | None = None, budget_s: float | None = None,
@@ -168,30 +276,38 @@ def study_analysis(name: str, target_accuracy: float | None = None, budget_s: fl
             spec.budget_s if budget_s is None else budget_s)
 
 
-CALIBRATION_UNSET = ("slow_ranks", "slow_factor", "step_jitter_s")
-"""``sets`` of a study that its calibration run leaves out (a straggler needs more than one worker)."""
+CALIBRATION_UNSET = ("slow_ranks", "slow_factor", "slow_mode", "step_jitter_s", "link")
+"""``sets`` of a study that its calibration run leaves out (a straggler needs more than one worker; the calibration
+runs on the hardware profile's own link)."""
 
 
 def calibrate(study: Study) -> dict:
-    """Write results/<study>/calibration.json: the study's target accuracy, fixed before its other runs.
+    """Write results/<study>/calibration.json, fixed before the study's other runs are planned: its target accuracy
+    and the rates of its ``share<s>`` links.
 
-    With a fixed ``target_accuracy`` (params.yaml) that value, and no run. Otherwise one run of ``sync`` at np 1 on
-    the study's profile and ``sets`` (stragglers left out: :data:`CALIBRATION_UNSET`) on its first hardware profile,
-    in results/<study>/calibration/; the target is ``target_fraction`` x its final held-out accuracy (the plateau
-    sync reaches on this workload in this budget of steps). It depends on that run only, never on the runs it
-    judges."""
+    One run of ``sync`` at np 1 on the study's profile and ``sets`` (stragglers and the link left out:
+    :data:`CALIBRATION_UNSET`) on its first hardware profile (on an emulated cluster: one host, at the share of a
+    core every host gets), in results/<study>/calibration/, unless the study fixes ``target_accuracy`` and has no
+    ``share<s>`` link (then no run). The derived target is ``target_fraction`` x its final held-out accuracy (the
+    plateau sync reaches on this workload in this budget of steps). The link rates: ``compute`` = the run's mean step
+    time over its timed steps (the mean, not the median, so that a host's throttled CPU-quota periods count), ``bytes``
+    = the payload its allreduce hands over a step, n = the study's largest worker count; each ``share<s>`` link gets
+    :func:`link_rate`. It depends on that run only, never on the runs it judges."""
     from .launch import run as launch_run
-    from .results import read_json
+    from .results import load_run, read_json
 
     layout = study.layout
-    info = {"study": study.name, "target_fraction": study.spec.target_fraction}
-    if study.spec.target_accuracy is not None:
-        info.update(target_accuracy=study.spec.target_accuracy, source="params.yaml (fixed target)")
+    spec = study.spec
+    info: dict[str, Any] = {"study": study.name, "target_fraction": spec.target_fraction}
+    shares = aimed_shares(spec)
+    if spec.target_accuracy is not None:
+        info.update(target_accuracy=spec.target_accuracy, source="params.yaml (fixed target)")
+    if spec.target_accuracy is not None and not shares:
         # the stage's output folder exists either way (DVC requires it): it says why it holds no run
         (layout.dir / "calibration").mkdir(parents=True, exist_ok=True)
         (layout.dir / "calibration" / "README.txt").write_text(
-            f"No calibration run: study {study.name!r} fixes target_accuracy = {study.spec.target_accuracy:g} in "
-            f"params.yaml.\n")
+            f"No calibration run: study {study.name!r} fixes target_accuracy = {spec.target_accuracy:g} in "
+            f"params.yaml and has no share<s> link.\n")
     else:
         hardware = study.hardware[0]
         sets = {k: v for k, v in study.overrides("sync", 1, hardware).items() if k not in CALIBRATION_UNSET}
@@ -202,15 +318,31 @@ def calibrate(study: Study) -> dict:
         plateau = summary.get("final_accuracy")
         if summary.get("status") != "ok" or plateau is None:
             raise BenchError(f"calibration run {run_dir} did not finish ({summary.get('status', 'incomplete')}: "
-                             f"{summary.get('reason', 'no summary')}); the study's target cannot be derived")
-        info.update(target_accuracy=study.spec.target_fraction * float(plateau), plateau_accuracy=float(plateau),
-                    source=f"{study.spec.target_fraction:g} x the final held-out accuracy of sync np 1 (calibration run)",
-                    run=str(run_dir.relative_to(layout.dir)), steps=summary.get("steps_per_worker"))
+                             f"{summary.get('reason', 'no summary')}); the study's target and link rates cannot be "
+                             f"derived")
+        info.update(run=str(run_dir.relative_to(layout.dir)), steps=summary.get("steps_per_worker"),
+                    plateau_accuracy=float(plateau), hardware=hardware)
+        if spec.target_accuracy is None:
+            info.update(target_accuracy=spec.target_fraction * float(plateau),
+                        source=f"{spec.target_fraction:g} x the final held-out accuracy of sync np 1 (calibration run)")
+        if shares:
+            from .metrics.selection import timed_steps
+
+            steps = timed_steps(load_run(run_dir).steps)
+            compute_s, payload = float(steps["step_s"].mean()), float(steps["bytes_sent"].median())
+            n = max(worker_counts(spec))
+            info.update(compute_s_per_step=compute_s, compute_s_median=float(steps["step_s"].median()),
+                        bytes_per_step=payload, link_np=n, links={
+                            f"{LINK_SHARE}{s:g}": {"share": s, "bits_per_s": link_rate(s, compute_s, payload, n),
+                                                   "rate": rate_text(link_rate(s, compute_s, payload, n))}
+                            for s in shares})
     write_json_atomic(layout.dir / "calibration.json", info)
     return info
 
 
 def _tag_value(v: Any) -> str:
+    if v == "":
+        return "none"  # e.g. link "" (unshaped): tag linknone
     return ("_".join(map(str, v)) if isinstance(v, (list, tuple)) else str(v)).replace("/", "_").replace(" ", "")
 
 
@@ -232,13 +364,17 @@ def planned_runs(study: Study, algorithm: str) -> list[RunConfig]:
     if algorithm not in study.algorithms():
         return []
     nps = study.spec.np_by_algorithm.get(algorithm, study.spec.np)
+    calibration = load_calibration(study) if aimed_shares(study.spec) else None
     runs = []
     # repeat-major: every point's repeat 0, then every point's repeat 1, ... (run in this order)
-    for k, hardware, n, (tag, sets) in itertools.product(range(study.spec.repeats), study.hardware, nps,
+    for k, hardware, n, (tag, sets) in itertools.product(range(max_repeats(study)), study.hardware, nps,
                                                          grid_points(algorithm, study.spec)):
         overrides = {**study.overrides(algorithm, n, hardware), **sets}
-        cfg = resolve(algorithm, np=n, profile=study.profile, hardware=hardware, overrides=overrides,
-                      study=study.name, tag=repeat_tag(tag, k, study.spec.repeats), params_file=study.params_file)
+        if k >= repeats_of(study, algorithm, n, overrides):
+            continue
+        cfg = resolve(algorithm, np=n, profile=study.profile, hardware=hardware,
+                      overrides=resolve_link(overrides, calibration), study=study.name,
+                      tag=repeat_tag(tag, k, max_repeats(study)), params_file=study.params_file)
         cfg.train.seed += k  # a repeat changes the initialisation and the shard order; split_seed stays
         cfg.repeat = k
         runs.append(cfg)
@@ -381,8 +517,9 @@ def publish(study: Study, dest: Path) -> list[Path]:
     for f in sorted(layout.dir.glob("figures/*/*.png")):
         (dest / "figures" / f.parent.name).mkdir(parents=True, exist_ok=True)
         written.append(Path(shutil.copyfile(f, dest / "figures" / f.parent.name / f.name)))
-    if (layout.dir / "report.html").is_file():
-        written.append(Path(shutil.copyfile(layout.dir / "report.html", dest / "report.html")))
+    for name in ("report.html", "calibration.json"):
+        if (layout.dir / name).is_file():
+            written.append(Path(shutil.copyfile(layout.dir / name, dest / name)))
     runs = load_runs(layout.runs)
     import pandas as pd
 
@@ -394,14 +531,14 @@ def publish(study: Study, dest: Path) -> list[Path]:
     table.to_csv(dest / "runs.csv", index=False)
     written.append(dest / "runs.csv")
     lines = [f"# System of study `{study.name}`", "", f"{study.spec.description}", ""]
-    seen: set[str] = set()
+    seen: set[tuple[str, str]] = set()
     for r in runs:
-        hw = r.label["hardware"]
-        if hw in seen or not r.system:
+        hw, link = r.label["hardware"], ((r.system or {}).get("network") or {}).get("link") or ""
+        if (hw, link) in seen or not r.system:
             continue
-        seen.add(hw)
+        seen.add((hw, link))
         sysj, net = r.system, r.system.get("network") or {}
-        lines += [f"## `{hw}`", "",
+        lines += [f"## `{hw}`" + (f", link {link}" if link else ""), "",
                   f"- machine: {sysj.get('cpu_model')} ({sysj.get('cpu_cores')} cores), {sysj.get('memory_gib')} GiB, "
                   f"{sysj.get('platform')}, GPUs: {len(sysj.get('gpus') or [])}",
                   f"- software: Python {sysj.get('python')}, torch {sysj.get('torch')}, Horovod {sysj.get('horovod')}",
@@ -412,7 +549,110 @@ def publish(study: Study, dest: Path) -> list[Path]:
                   f"{' (with uncommitted changes)' if (sysj.get('git') or {}).get('dirty') else ''}", ""]
     (dest / "system.md").write_text("\n".join(lines))
     written.append(dest / "system.md")
+    (dest / "README.md").write_text(published_readme(study, dest, table, run_span(layout.runs)))
+    written.append(dest / "README.md")
     return written
+
+
+def run_span(runs_dir: Path) -> float:
+    """Seconds from the first run's start (its config.json written by the launcher) to the last run's end (its
+    summary.json): what the study's runs took, set-up and analysis aside (NaN without runs)."""
+    starts = [p.stat().st_mtime for p in Path(runs_dir).glob("*/*/*/config.json")]
+    ends = [p.stat().st_mtime for p in Path(runs_dir).glob("*/*/*/summary.json")]
+    return max(ends) - min(starts) if starts and ends else float("nan")
+
+
+FIGURES = {
+    "regimes/target_heatmap.png": "time to the target accuracy, sync's over the algorithm's, per regime (median over "
+                                  "the repeats; > 1: reaches the target sooner than sync)",
+    "regimes/speedup_heatmap.png": "throughput over sync's in the same regime and repeat (median; * no span had every "
+                                   "worker working: each worker's own rate)",
+    "regimes/throughput_vs_link.png": "throughput against the link, one panel per family, sync dashed in each",
+    "regimes/time_to_target.png": "seconds to the target per run, without and with the straggler, one panel per link "
+                                  "(open triangle: never reached, drawn at its training time)",
+}
+"""What each published figure shows (the README's list; a figure not named here is listed without a caption)."""
+
+
+def _md_table(df, columns: list[str]) -> list[str]:
+    import math
+
+    def cell(v):
+        if isinstance(v, float):
+            return "" if math.isnan(v) else f"{v:.3g}"
+        return str(v).replace("|", "/").replace("\n", " ")
+
+    return ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)] + [
+        "| " + " | ".join(cell(v) for v in row) + " |" for row in df[columns].itertuples(index=False)]
+
+
+def published_readme(study: Study, dest: Path, runs, span_s: float) -> str:
+    """The README of a published study: what ran and for how long, the claims' verdicts first, the links (aimed
+    and measured communication shares), the run-to-run noise of the repeated cells, what each figure shows, and
+    what an emulated study cannot show. Generated from the published files, so that it never disagrees with them;
+    notes of one's own go in ``NOTES.md`` beside it, which publish leaves alone."""
+    import math
+
+    import pandas as pd
+
+    dest = Path(dest)
+    commits = sorted({c for c in runs.get("git_commit", pd.Series(dtype=str)).dropna()})
+    ok = int((runs["status"] == "ok").sum()) if len(runs) else 0
+    lines = [f"# Reference results: study `{study.name}`", "", study.spec.description, "",
+             f"Generated by `python -m bench study publish --study {study.name} --to {dest}` from the study's runs "
+             f"(commit{'s' if len(commits) > 1 else ''} {', '.join(f'`{c[:7]}`' for c in commits) or 'unknown'}): "
+             f"{len(runs)} runs, {ok} ok (`runs.csv`); the runs took "
+             + (f"**{span_s / 60:.0f} min**" if math.isfinite(span_s) else "an unknown time")
+             + " from the first start to the last end. `report.html` gathers the tables and figures, `system.md` "
+               "describes the machine and each link, `calibration.json` the calibration run."]
+    if (dest / "NOTES.md").is_file():
+        lines += ["", "What surprised us, and why: [NOTES.md](NOTES.md)."]
+    claims_csv = dest / "tables" / "claims.csv"
+    if claims_csv.is_file():
+        c = pd.read_csv(claims_csv)
+        c["effect [95 % interval]"] = [f"x{e:.2f} [{lo:.2f}, {hi:.2f}]" if math.isfinite(e) and math.isfinite(lo)
+                                       else (f"x{e:.2f}" if math.isfinite(e) else "") for e, lo, hi in
+                                       zip(c["effect"], c["ci_low"], c["ci_high"])]
+        lines += ["", "## The seed papers' claims (`tables/claims.csv`)", "",
+                  "Each claim is a rule declared before the runs (`bench/metrics/claims.py`): a paired ratio over the "
+                  "repeats (> 1 favours the claim), judged on the cells with 3 or more repeats, Holm-corrected "
+                  "across its tests. The evidence column of the table gives every test.", ""]
+        lines += _md_table(c, ["source", "claim", "verdict", "effect [95 % interval]", "n", "rule"])
+    links_csv = dest / "tables" / "links.csv"
+    if links_csv.is_file():
+        lk = pd.read_csv(links_csv)
+        lines += ["", "## The links (`tables/links.csv`, `calibration.json`)", "",
+                  "Each link's rate, the communication share of `sync`'s step it was calibrated for (from the "
+                  "calibration run's compute and bytes a step, bandwidth only) and the share measured in `sync`'s "
+                  "runs without a straggler ((communication + wait) / step over the timed steps).", ""]
+        lines += _md_table(lk, ["link", "share_aimed", "np", "median", "ci_low", "ci_high", "n"])
+    summary_csv = dest / "tables" / "regimes_summary.csv"
+    if summary_csv.is_file():
+        sm = pd.read_csv(summary_csv)
+        tp = sm[(sm["metric"] == "throughput") & (sm["n"] >= 3)]
+        width = ((tp["ci_high"] - tp["ci_low"]) / tp["median"]).dropna()
+        if len(width):
+            lines += ["", "## Run-to-run noise", "",
+                      f"Over the {len(width)} cells with 3 or more repeats, the 95 % interval of the median throughput "
+                      f"spans {100 * width.median():.0f} % of the median (median over the cells; largest "
+                      f"{100 * width.max():.0f} %). A difference between single runs smaller than that is noise; the "
+                      f"verdicts above use the repeats."]
+    figures = sorted(str(p.relative_to(dest / "figures")) for p in (dest / "figures").glob("*/*.png"))
+    if figures:
+        lines += ["", "## Figures", ""]
+        lines += [f"- `figures/{f}`" + (f": {FIGURES[f]}" if f in FIGURES else "") for f in figures]
+    lines += ["", "## What these results cannot show", "",
+              "- **Latency is not emulated**, only bandwidth (token-bucket shaping; this kernel has no netem): methods "
+              "that send many small messages (gossip, parameter servers) would lose ground on a real high-latency "
+              "network.",
+              "- **Scaled-down hosts**: every emulated host (the parameter server's included) runs inside a fixed share "
+              "of one core of a 2-core VM, its communication threads included; real hosts have whole machines, so the "
+              "compute and the per-message costs here are not a cluster's, and the communication share of the "
+              "fastest link has a floor set by those threads (`tables/links.csv`).",
+              "- **One workload**: what wins here wins for this model, batch and dataset; another communication-to-"
+              "compute ratio moves the regimes, which is why the links are calibrated by the share they give `sync`.",
+              "- Cells with one run carry no interval and no verdict: the heatmaps show them as medians of one.", ""]
+    return "\n".join(lines)
 
 
 def main(args) -> int:

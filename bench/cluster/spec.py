@@ -31,11 +31,11 @@ import dataclasses
 import ipaddress
 import json
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import BenchError
+from ..config import parse_rate
 
 PREFIX = "dbemu"
 BRIDGE = f"{PREFIX}0"
@@ -99,20 +99,6 @@ def check_total(shares: dict[int, float], used: int, cores: int | None = None) -
         raise BenchError(f"the {used} emulated host(s) this run uses need {total:g} cores in all ({each}), more than "
                          f"the {cores} of this machine: lower cpu_per_host (at most {cores / used:.3g} for {used} "
                          f"hosts) or the number of processes")
-
-
-_RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(kbit|mbit|gbit)\s*$", re.IGNORECASE)
-_UNIT = {"kbit": 1e3, "mbit": 1e6, "gbit": 1e9}
-
-
-def parse_rate(link: str) -> float:
-    """Bits per second of a link rate such as ``100mbit``, ``1gbit``, ``10gbit``; 0 for ``""`` (unshaped)."""
-    if not link:
-        return 0.0
-    m = _RATE.match(link)
-    if not m or float(m.group(1)) <= 0:
-        raise BenchError(f"bad link rate {link!r}: give e.g. 100mbit, 1gbit, 10gbit (or '' for unshaped)")
-    return float(m.group(1)) * _UNIT[m.group(2).lower()]
 
 
 def normalize_rate(link: str) -> str:

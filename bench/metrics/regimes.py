@@ -27,6 +27,7 @@ import math
 
 import pandas as pd
 
+from ..config import parse_rate
 from ..results import Run
 from . import claims as claim_rules
 from . import stats
@@ -34,8 +35,18 @@ from .accuracy import accuracy_after_time, time_to_target
 from .selection import KEYS, labels, ok_runs, point_of, timed_steps
 from .throughput import throughput
 
-LINK_ORDER = ["100mbit", "1gbit", "10gbit", "unshaped", "local"]
-LINK_GBPS = {"100mbit": 0.1, "1gbit": 1.0, "10gbit": 10.0}
+def link_gbps(link: str) -> float:
+    """The link's rate in Gbit/s (inf: unshaped, or one machine)."""
+    try:
+        bps = parse_rate(link) if link not in ("unshaped", "local") else 0.0
+    except Exception:  # another hardware profile's name: a machine of its own
+        bps = 0.0
+    return bps / 1e9 if bps else math.inf
+
+
+def link_order(links) -> list[str]:
+    """The links in display order: slowest first, then ``unshaped``, then ``local`` and other machines."""
+    return sorted(set(links), key=lambda lk: (link_gbps(lk), lk == "local", lk))
 
 
 def link_of(run: Run) -> str:
@@ -68,7 +79,8 @@ def cell(run: Run, target: float, budget_s: float) -> dict:
     tp = throughput(run)
     to_target, censored = time_to_target(run.evals, target, run.summary.get("train_s"))
     return {**labels(run), "point": point_of(run), "link": link,
-            "link_gbps": LINK_GBPS.get(link, math.inf), "straggler": straggler_of(run),
+            "link_gbps": link_gbps(link), "link_share_aimed": run.config.get("launch", {}).get("link_share_aimed") or math.nan,
+            "straggler": straggler_of(run),
             "throughput": tp["throughput"], "throughput_window": tp["window"],
             "slowest_worker_rate": tp["slowest_worker_rate"], "comm_share": comm / step_total if step_total else math.nan,
             "time_to_target_s": to_target, "censored": censored, "accuracy_at_budget": accuracy_after_time(run.evals, budget_s),
@@ -76,7 +88,7 @@ def cell(run: Run, target: float, budget_s: float) -> dict:
             "train_s": run.summary.get("train_s")}
 
 
-CELL_COLUMNS = [*KEYS, "repeat", "point", "link", "link_gbps", "straggler", "throughput", "throughput_window",
+CELL_COLUMNS = [*KEYS, "repeat", "point", "link", "link_gbps", "link_share_aimed", "straggler", "throughput", "throughput_window",
                 "slowest_worker_rate", "comm_share", "time_to_target_s", "censored", "accuracy_at_budget", "final_accuracy",
                 "mean_staleness", "train_s"]
 
@@ -103,7 +115,7 @@ def cell_table(runs: list[Run], target: float, budget_s: float, reference: str =
     # time to the target, the reference's / the run's (> 1: reaches the target sooner than the reference)
     df[f"target_speedup_vs_{reference}"] = of_reference("time_to_target_s") / df["time_to_target_s"].where(df["time_to_target_s"] > 0)
     df["regime"] = [regime_label(lk, st) for lk, st in zip(df["link"], df["straggler"])]
-    order = {lk: i for i, lk in enumerate(LINK_ORDER)}
+    order = {lk: i for i, lk in enumerate(link_order(df["link"]))}
     return df.sort_values(["link", "straggler", "algorithm", "point", "repeat"],
                           key=lambda s: s.map(order) if s.name == "link" else s, ignore_index=True)
 
@@ -142,7 +154,7 @@ def medians(cells: pd.DataFrame) -> pd.DataFrame:
 
 def regimes_in(cells: pd.DataFrame) -> list[str]:
     """Regime labels in display order (slowest link first, no straggler before straggler)."""
-    order = {lk: i for i, lk in enumerate(LINK_ORDER)}
+    order = {lk: i for i, lk in enumerate(link_order(cells["link"]))}
     pairs = sorted({(lk, st) for lk, st in zip(cells["link"], cells["straggler"])},
                    key=lambda p: (order.get(p[0], 99), p[1] != "none", p[1]))
     return [regime_label(lk, st) for lk, st in pairs]
@@ -176,6 +188,22 @@ def winners(cells: pd.DataFrame) -> pd.DataFrame:
 def _value(g: pd.DataFrame, algorithm: str, column: str) -> float:
     v = g.loc[g["algorithm"] == algorithm, column]
     return float(v.iloc[0]) if len(v) and pd.notna(v.iloc[0]) else math.nan
+
+
+def links(cells: pd.DataFrame, reference: str = "sync") -> pd.DataFrame:
+    """Per link (slowest first): its rate, the communication share of ``reference``'s step it was calibrated for
+    (``share_aimed``; NaN for a link not calibrated) and the share measured in the reference's runs without a
+    straggler (median, 95 % interval over the repeats, n): how far the link regimes span."""
+    cols = ["link", "link_gbps", "share_aimed", "np", "median", "ci_low", "ci_high", "n"]
+    ref = cells[(cells["algorithm"] == reference) & (cells["straggler"] == "none")] if not cells.empty else cells
+    rows = []
+    for (link, n), g in (ref.groupby(["link", "np"], sort=False) if not ref.empty else []):
+        d = stats.describe(g["comm_share"])
+        rows.append({"link": link, "link_gbps": g["link_gbps"].iloc[0], "share_aimed": g["link_share_aimed"].median(),
+                     "np": n, "median": d["median"], "ci_low": d["ci_low"], "ci_high": d["ci_high"], "n": d["n"]})
+    out = pd.DataFrame(rows, columns=cols)
+    order = {lk: i for i, lk in enumerate(link_order(out["link"]))}
+    return out.sort_values(["link", "np"], key=lambda c: c.map(order) if c.name == "link" else c, ignore_index=True)
 
 
 def claims(cells: pd.DataFrame) -> pd.DataFrame:

@@ -59,6 +59,15 @@ def test_run_stage_depends_on_everything_a_run_executes(algorithm):
     assert {c for c in covered if c in others} <= {Path("bench/algorithms/agn.py"), Path("bench/algorithms/aeasgd.py")}
 
 
+def test_calibrate_stage_depends_on_everything_its_sync_run_executes():
+    # the calibration (before the plan: the target and the share<s> link rates) launches one run of sync
+    covered = [Path(d) for d in DVC["stages"]["calibrate"]["deps"] if not d.startswith(("results/", "data/"))]
+    missing = [f for f in fresh_imports(CLOSURE, "sync") if f != Path("bench/algorithms/__init__.py")
+               and not any(f == c or c in f.parents for c in covered)]
+    assert not missing, f"the calibrate stage executes {missing}, which dvc.yaml's calibrate stage does not depend on"
+    assert "results/${study}/calibration.json" in DVC["stages"]["plan"]["deps"]  # the plan reads the link rates
+
+
 def test_configuration_imports_no_algorithm():
     loaded = fresh_imports("import json, sys, bench.config\n"
                            "print(json.dumps([m.__file__ for n, m in sys.modules.items() if n.startswith('bench')]))")
