@@ -35,6 +35,17 @@ def parse_rate(link: str) -> float:
     return float(m.group(1)) * _UNIT[m.group(2).lower()]
 
 
+def normalize_rate(link: str) -> str:
+    """Canonical spelling (``1GBit`` -> ``1gbit``), so that two spellings of one rate compare equal."""
+    if not link:
+        return ""
+    bps = parse_rate(link)
+    for unit in ("gbit", "mbit", "kbit"):
+        v = bps / _UNIT[unit]
+        if v >= 1 and abs(v - round(v)) < 1e-9:
+            return f"{round(v)}{unit}"
+    return f"{bps / 1e3:g}kbit"
+
 
 @dataclass
 class TrainConfig:

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import BenchError
-from ..config import parse_rate
+from ..config import normalize_rate, parse_rate
 
 PREFIX = "dbemu"
 BRIDGE = f"{PREFIX}0"
@@ -99,18 +99,6 @@ def check_total(shares: dict[int, float], used: int, cores: int | None = None) -
         raise BenchError(f"the {used} emulated host(s) this run uses need {total:g} cores in all ({each}), more than "
                          f"the {cores} of this machine: lower cpu_per_host (at most {cores / used:.3g} for {used} "
                          f"hosts) or the number of processes")
-
-
-def normalize_rate(link: str) -> str:
-    """Canonical spelling (``1GBit`` -> ``1gbit``), so that two spellings of one rate compare equal."""
-    if not link:
-        return ""
-    bps = parse_rate(link)
-    for unit in ("gbit", "mbit", "kbit"):
-        v = bps / _UNIT[unit]
-        if v >= 1 and abs(v - round(v)) < 1e-9:
-            return f"{round(v)}{unit}"
-    return f"{bps / 1e3:g}kbit"
 
 
 @dataclass
