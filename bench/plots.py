@@ -13,6 +13,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
+from .metrics.regimes import link_order
 from .metrics.selection import FAMILIES, family, frame_keys, frame_points
 
 sns.set_theme(style="whitegrid", context="notebook")
@@ -312,7 +313,7 @@ def time_to_target(cells: pd.DataFrame, target: float, title: str | None = None)
     censored = df["censored"].fillna(False).astype(bool) if "censored" in df else pd.Series(False, index=df.index)
     df = df.assign(reached=["censored (> training time)" if c else "reached" for c in censored])
     order = sorted(df["algorithm"].unique())  # the same x positions in every panel (inner panels have no labels)
-    links = (df.sort_values("link_gbps") if "link_gbps" in df else df)["link"].drop_duplicates().tolist()
+    links = link_order(df["link"])
     g = sns.catplot(data=df, x="algorithm", y="time_to_target_s", hue="straggler", col="link", kind="strip", height=3.6,
                     aspect=1.3, sharey=False, col_wrap=min(2, len(links)), dodge=True, jitter=False, order=order,
                     col_order=links)

@@ -333,9 +333,8 @@ def calibrate(study: Study) -> dict:
             n = max(worker_counts(spec))
             info.update(compute_s_per_step=compute_s, compute_s_median=float(steps["step_s"].median()),
                         bytes_per_step=payload, link_np=n, links={
-                            f"{LINK_SHARE}{s:g}": {"share": s, "bits_per_s": link_rate(s, compute_s, payload, n),
-                                                   "rate": rate_text(link_rate(s, compute_s, payload, n))}
-                            for s in shares})
+                            f"{LINK_SHARE}{s:g}": {"share": s, "bits_per_s": bps, "rate": rate_text(bps)}
+                            for s in shares for bps in [link_rate(s, compute_s, payload, n)]})
     write_json_atomic(layout.dir / "calibration.json", info)
     return info
 
@@ -365,16 +364,16 @@ def planned_runs(study: Study, algorithm: str) -> list[RunConfig]:
         return []
     nps = study.spec.np_by_algorithm.get(algorithm, study.spec.np)
     calibration = load_calibration(study) if aimed_shares(study.spec) else None
-    runs = []
+    runs, repeats = [], max_repeats(study)
     # repeat-major: every point's repeat 0, then every point's repeat 1, ... (run in this order)
-    for k, hardware, n, (tag, sets) in itertools.product(range(max_repeats(study)), study.hardware, nps,
+    for k, hardware, n, (tag, sets) in itertools.product(range(repeats), study.hardware, nps,
                                                          grid_points(algorithm, study.spec)):
         overrides = {**study.overrides(algorithm, n, hardware), **sets}
         if k >= repeats_of(study, algorithm, n, overrides):
             continue
         cfg = resolve(algorithm, np=n, profile=study.profile, hardware=hardware,
                       overrides=resolve_link(overrides, calibration), study=study.name,
-                      tag=repeat_tag(tag, k, max_repeats(study)), params_file=study.params_file)
+                      tag=repeat_tag(tag, k, repeats), params_file=study.params_file)
         cfg.train.seed += k  # a repeat changes the initialisation and the shard order; split_seed stays
         cfg.repeat = k
         runs.append(cfg)

@@ -27,6 +27,7 @@ import math
 
 import pandas as pd
 
+from .. import BenchError
 from ..config import parse_rate
 from ..results import Run
 from . import claims as claim_rules
@@ -39,7 +40,7 @@ def link_gbps(link: str) -> float:
     """The link's rate in Gbit/s (inf: unshaped, or one machine)."""
     try:
         bps = parse_rate(link) if link not in ("unshaped", "local") else 0.0
-    except Exception:  # another hardware profile's name: a machine of its own
+    except BenchError:  # another hardware profile's name: a machine of its own
         bps = 0.0
     return bps / 1e9 if bps else math.inf
 
