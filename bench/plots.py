@@ -94,39 +94,111 @@ def training_curves(steps: pd.DataFrame, title: str = "workers' mini-batch accur
     return fig
 
 
+def _per_point(table: pd.DataFrame, vs: list[str]) -> pd.DataFrame:
+    """One row per grid point (``point``: the tag without the repeat), algorithm and workers: the median throughput
+    and S(n) over the repeats, each with the 95 % bootstrap interval of the median (NaN with fewer than 3;
+    :mod:`bench.metrics.stats`; a run alone keeps its own sub-window throughput interval,
+    :func:`bench.metrics.throughput.window_throughput`), and the median of each ``vs`` column."""
+    from .metrics import stats
+    from .metrics.selection import point
+
+    tags = table["tag"].fillna("") if "tag" in table else pd.Series("", index=table.index)
+    reps = table["repeat"].fillna(0).astype(int) if "repeat" in table else pd.Series(0, index=table.index)
+    df = table.assign(point=[point(t, k) for t, k in zip(tags, reps)])
+    rows = []
+    for (pt, algo, n), g in df.groupby(["point", "algorithm", "np"], sort=True):
+        tp, sp = stats.describe(g["throughput"]), stats.describe(g["speedup"])
+        if len(g) == 1 and {"ci_low", "ci_high"} <= set(g):
+            tp["ci_low"], tp["ci_high"] = g["ci_low"].iloc[0], g["ci_high"].iloc[0]
+        rows.append({"point": pt, "algorithm": algo, "np": n, "repeats": len(g), "throughput": tp["median"],
+                     "ci_low": tp["ci_low"], "ci_high": tp["ci_high"], "speedup": sp["median"],
+                     "speedup_low": sp["ci_low"], "speedup_high": sp["ci_high"], **{c: g[c].median() for c in vs}})
+    return pd.DataFrame(rows)
+
+
+def _yerr(g: pd.DataFrame, y: str, low: str, high: str):
+    """Error bar lengths below and above ``y`` (0 where the interval is undefined)."""
+    return [(g[y] - g[low]).clip(lower=0).fillna(0), (g[high] - g[y]).clip(lower=0).fillna(0)]
+
+
 def scaling(table: pd.DataFrame, title: str = "throughput and speedup") -> plt.Figure:
-    """Throughput (with its 95% interval), speedup S(n) against the ideal, and speedup against sync, vs workers. With
-    repeats (a ``repeat`` column), each point is the median over the repeats with the 95 % bootstrap interval of
-    the median (none with fewer than 3; :mod:`bench.metrics.stats`)."""
+    """Throughput, speedup S(n) against the ideal, and throughput against sync at the same n, vs workers: one row of
+    three panels per grid point (e.g. per link, never mixed). Each point is the median over the repeats with the
+    95 % bootstrap interval of the median (none with fewer than 3 repeats; :mod:`bench.metrics.stats`); a run alone
+    draws its own throughput interval (the sub-window one of :func:`bench.metrics.throughput.window_throughput`)."""
     if table.empty:
         return _empty(title)
-    if "repeat" in table and table["repeat"].nunique() > 1:
-        from .metrics import stats
-
-        vs = [c for c in table if c.startswith("vs_")]
-        rows = []
-        for (algo, n), g in table.groupby(["algorithm", "np"]):
-            d = stats.describe(g["throughput"])
-            rows.append({"algorithm": algo, "np": n, "throughput": d["median"], "ci_low": d["ci_low"],
-                         "ci_high": d["ci_high"], "speedup": g["speedup"].median(), **{c: g[c].median() for c in vs}})
-        table = pd.DataFrame(rows)
-        title += " (median over repeats)"
-    fig, axes = plt.subplots(1, 3, figsize=(16, 4.5))
-    for algo, g in table.sort_values("np").groupby("algorithm"):
-        line = axes[0].errorbar(g["np"], g["throughput"], yerr=[g["throughput"] - g["ci_low"], g["ci_high"] - g["throughput"]],
-                                marker="o", capsize=3, label=algo)
-        axes[1].plot(g["np"], g["speedup"], marker="o", color=line[0].get_color(), label=algo)
-        axes[2].plot(g["np"], g[[c for c in g if c.startswith("vs_")][0]], marker="o", color=line[0].get_color(), label=algo)
-    ns = sorted(table["np"].unique())
-    axes[1].plot(ns, ns, "k--", lw=1, label="ideal")
-    axes[0].set_ylabel("samples / s (95% interval)")
-    axes[1].set_ylabel("speedup S(n) = T(n) / T(1)")
-    axes[2].set_ylabel("throughput / sync at the same n")
-    for ax in axes:
-        ax.set_xlabel("workers n")
-        ax.set_xticks(ns)
-    axes[2].legend(loc="upper left", bbox_to_anchor=(1.02, 1), fontsize=8)
+    vs = [c for c in table if c.startswith("vs_")]
+    per = _per_point(table, vs)
+    if (per["repeats"] > 1).any():
+        title += " (median over repeats, 95 % interval)"
+    points = sorted(per["point"].unique())
+    fig, axes = plt.subplots(len(points), 3, figsize=(16, 4.5 * len(points)), squeeze=False)
+    ns = sorted(per["np"].unique())
+    colours = dict(zip(sorted(per["algorithm"].unique()), sns.color_palette("tab10", per["algorithm"].nunique())))
+    for row, pt in zip(axes, points):
+        for algo, g in per[per["point"] == pt].sort_values("np").groupby("algorithm"):
+            c = colours[algo]
+            row[0].errorbar(g["np"], g["throughput"], yerr=_yerr(g, "throughput", "ci_low", "ci_high"), marker="o",
+                            capsize=3, color=c, label=algo)
+            row[1].errorbar(g["np"], g["speedup"], yerr=_yerr(g, "speedup", "speedup_low", "speedup_high"), marker="o",
+                            capsize=3, color=c, label=algo)
+            if vs:
+                row[2].plot(g["np"], g[vs[0]], marker="o", color=c, label=algo)
+        row[1].plot(ns, ns, "k--", lw=1, label="ideal")
+        row[0].set_ylabel("samples / s (95% interval)")
+        row[1].set_ylabel("speedup S(n) = T(n) / T(1)")
+        row[2].set_ylabel("throughput / sync at the same n")
+        for ax in row:
+            ax.set_xlabel("workers n")
+            ax.set_xticks(ns)
+            if pt:
+                ax.set_title(pt, fontsize=10)
+        row[2].legend(loc="upper left", bbox_to_anchor=(1.02, 1), fontsize=8)
     fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def speedup_over_n(table: pd.DataFrame, title: str = "speedup over n: S(n) = throughput(n) / one worker's") -> plt.Figure:
+    """S(n) against the workers n with the 95 % bootstrap interval of the median over the repeats: one row per grid
+    point (e.g. per link), one column per algorithm family, ``sync`` (black, dashed) in every panel as the
+    reference and the ideal S(n) = n dotted; the label gives the scaling efficiency S(n)/n at the largest n. S(n)
+    divides by the algorithm's own one-worker throughput, else by ``sync``'s (``speedup_over`` in speedup.csv)."""
+    df = table.dropna(subset=["speedup"]) if not table.empty else table
+    if df.empty:
+        return _empty(title, "no algorithm has an np=1 run to divide by")
+    per = _per_point(df, [])
+    per["family"] = [family(a) for a in per["algorithm"]]
+    points, fams, ns = sorted(per["point"].unique()), _families(per["family"]), sorted(per["np"].unique())
+    fig, axes = plt.subplots(len(points), len(fams), figsize=(4.2 * len(fams) + 1, 3.8 * len(points)), squeeze=False,
+                             sharex=True, sharey=True)
+    others = sorted(set(per["algorithm"]) - {"sync"})
+    colours = dict(zip(others, sns.color_palette("tab10" if len(others) <= 10 else "husl", len(others))))
+
+    def line(ax, g, **kw):
+        g = g.sort_values("np")
+        top = g.iloc[-1]
+        ax.errorbar(g["np"], g["speedup"], yerr=_yerr(g, "speedup", "speedup_low", "speedup_high"), marker="o",
+                    capsize=3, **kw, label=f"{g['algorithm'].iloc[0]} (S/n {top['speedup'] / top['np']:.2f} at "
+                                            f"{top['np']:g})")
+
+    for row, pt in zip(axes, points):
+        here = per[per["point"] == pt]
+        ref = here[here["algorithm"] == "sync"]
+        for ax, fam in zip(row, fams):
+            ax.plot(ns, ns, color="0.5", ls=":", lw=1, label="ideal S(n) = n")
+            if not ref.empty:
+                line(ax, ref, color="black", ls="--")
+            for algo, g in here[(here["family"] == fam) & (here["algorithm"] != "sync")].groupby("algorithm"):
+                line(ax, g, color=colours[algo])
+            ax.set_xticks(ns)
+            ax.set_title(f"{fam}" + (f", {pt}" if pt else ""), fontsize=10)
+            ax.set_xlabel("workers n")
+            ax.set_ylabel("S(n) (median, 95 % interval)")
+            ax.legend(fontsize=7, loc="upper left")
+    fig.suptitle(title)
+    fig.tight_layout()
     return fig
 
 
@@ -200,7 +272,8 @@ def te_heatmap(matrix: pd.DataFrame, title: str = "temporal efficiency E(row, co
 
 
 def te_grid(grid: pd.DataFrame, param: str, title: str) -> plt.Figure:
-    """Heatmap of E(a, b) over workers n (rows) and ``param`` (columns) from :func:`bench.metrics.te_grid`."""
+    """Heatmap of E(a, b) over workers n (rows) and ``param`` (columns) from :func:`bench.metrics.te_grid`: the median
+    over the paired repeats, with its 95 % interval beneath where it has one."""
     if grid.empty:
         return _empty(title, "no configuration ran for both algorithms")
     if grid["E"].isna().all():
@@ -208,8 +281,17 @@ def te_grid(grid: pd.DataFrame, param: str, title: str) -> plt.Figure:
     labelled = grid.assign(**{param: grid[param].astype(object).where(grid[param].notna(), "n/a")},
                            workers=grid["hardware"] + " np" + grid["np"].astype(str))
     pivot = labelled.pivot_table(index="workers", columns=param, values="E", dropna=False)
-    fig, ax = plt.subplots(figsize=(max(5, 0.8 * pivot.shape[1] + 3), max(3.5, 0.6 * pivot.shape[0] + 2)))
-    sns.heatmap(pivot, annot=True, fmt=".2f", cmap="RdBu_r", center=1.0, ax=ax, cbar_kws={"label": "E"})
+    low = grid["ci_low"] if "ci_low" in grid else pd.Series(float("nan"), index=grid.index)
+    high = grid["ci_high"] if "ci_high" in grid else pd.Series(float("nan"), index=grid.index)
+    labelled = labelled.assign(text=[f"{e:.2f}\n[{lo:.2f}, {hi:.2f}]" if pd.notna(lo) and pd.notna(hi) else
+                                     (f"{e:.2f}" if pd.notna(e) else "") for e, lo, hi in zip(grid["E"], low, high)])
+    text = labelled.pivot_table(index="workers", columns=param, values="text", aggfunc="first", dropna=False)
+    text = text.reindex(index=pivot.index, columns=pivot.columns).fillna("")
+    wide = text.map(lambda t: "[" in t).to_numpy().any()
+    fig, ax = plt.subplots(figsize=(max(5, (1.4 if wide else 0.8) * pivot.shape[1] + 3),
+                                    max(3.5, (0.9 if wide else 0.6) * pivot.shape[0] + 2)))
+    sns.heatmap(pivot, annot=text.to_numpy(), fmt="", cmap="RdBu_r", center=1.0, ax=ax,
+                cbar_kws={"label": "E (median over seeds; [95 % interval])"})
     ax.grid(False)
     ax.set_ylabel("hardware, workers n")
     ax.set_title(title)

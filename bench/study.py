@@ -36,6 +36,25 @@ from .typed import build, field_types
 
 
 @dataclass
+class RepeatsWhere:
+    """One entry of a study's ``repeats_where``: the repeats of the planned points it matches."""
+
+    repeats: int | None = None
+    """Runs of each matching point (0: not run; required)."""
+    algorithms: list[str] = field(default_factory=list)
+    """Algorithms it applies to (empty: every one)."""
+    np: list[int] = field(default_factory=list)
+    """Worker counts it applies to (empty: every one)."""
+    sets: dict[str, list[Any]] = field(default_factory=dict)
+    """``--set`` key -> the values it applies to (a run matches when its overrides, grid point included, give each
+    key one of its values)."""
+
+    def matches(self, algorithm: str, n: int, overrides: dict[str, Any]) -> bool:
+        return ((not self.algorithms or algorithm in self.algorithms) and (not self.np or n in self.np)
+                and all(overrides.get(key) in values for key, values in self.sets.items()))
+
+
+@dataclass
 class StudySpec:
     """One entry of params.yaml's ``studies:``."""
 
@@ -77,7 +96,7 @@ class StudySpec:
     """Fraction of the calibration run's final held-out accuracy that is the derived target."""
     budget_s: float = 10.0
     """Wall-clock seconds after which the notebooks report the held-out accuracy reached."""
-    repeats_where: list[dict[str, Any]] = field(default_factory=list)
+    repeats_where: list[RepeatsWhere] = field(default_factory=list)
     """More repeats in particular cells (those the claims test) than ``repeats`` gives every cell: entries
     ``{repeats: k, algorithms: [...], np: [...], sets: {key: [values]}}``; a run of a listed algorithm (every one
     when absent) at a listed worker count (any when absent) whose overrides, grid point included, give each ``sets``
@@ -149,17 +168,14 @@ def load_study(name: str | None = None, params_file: Path | None = None) -> Stud
                          f"does not run; valid: {', '.join(map(str, counts))}")
     for i, entry in enumerate(spec.repeats_where):
         what = f"study {name!r}: repeats_where[{i}]"
-        unknown = sorted(set(entry) - {"repeats", "algorithms", "np", "sets"})
-        if unknown:
-            raise BenchError(f"{what} has unknown key {unknown[0]!r}; valid: algorithms, np, repeats, sets")
-        if not isinstance(entry.get("repeats"), int) or entry["repeats"] < 0:
-            raise BenchError(f"{what}: repeats must be an integer >= 0 (0: not run), got {entry.get('repeats')!r}")
-        bad = sorted(set(entry.get("algorithms") or []) - set(study.algorithms()))
+        if entry.repeats is None:
+            raise BenchError(f"{what} has no repeats; give one, an integer >= 0 (0: not run)")
+        if entry.repeats < 0:
+            raise BenchError(f"{what}: repeats must be an integer >= 0 (0: not run), got {entry.repeats!r}")
+        bad = sorted(set(entry.algorithms) - set(study.algorithms()))
         if bad:
             raise BenchError(f"{what} names {', '.join(bad)}, which the study does not run; valid: "
                              f"{', '.join(study.algorithms())}")
-        if not isinstance(entry.get("sets") or {}, dict) or not all(isinstance(v, list) for v in (entry.get("sets") or {}).values()):
-            raise BenchError(f"{what}: sets must map a key to a list of values, got {entry.get('sets')!r}")
     for share in aimed_shares(spec):
         if not 0 < share < 1:
             raise BenchError(f"study {name!r}: link 'share{share:g}' aims at a communication share outside (0, 1); "
@@ -239,17 +255,13 @@ def repeats_of(study: Study, algorithm: str, n: int, overrides: dict[str, Any]) 
     """The repeats of one planned point: ``repeats``, or the last entry of ``repeats_where`` that matches it."""
     k = study.spec.repeats
     for entry in study.spec.repeats_where:
-        if entry.get("algorithms") and algorithm not in entry["algorithms"]:
-            continue
-        if entry.get("np") and n not in entry["np"]:
-            continue
-        if all(overrides.get(key) in values for key, values in (entry.get("sets") or {}).items()):
-            k = entry["repeats"]
+        if entry.matches(algorithm, n, overrides):
+            k = entry.repeats
     return k
 
 
 def max_repeats(study: Study) -> int:
-    return max([study.spec.repeats, *(e["repeats"] for e in study.spec.repeats_where)])
+    return max([study.spec.repeats, *(e.repeats for e in study.spec.repeats_where)])
 
 
 def study_analysis(name: str, target_accuracy: float | None = None, budget_s: float | None = None,
@@ -562,6 +574,15 @@ def run_span(runs_dir: Path) -> float:
 
 
 FIGURES = {
+    "speedup/speedup_over_n.png": "speedup S(n) over one worker against n with the 95 % interval of the median over "
+                                  "the repeats, one panel per family and grid point, sync dashed, the ideal S(n) = n "
+                                  "dotted; the legend gives S(n)/n at the largest n",
+    "speedup/scaling.png": "throughput, S(n) and throughput over sync's at the same n, one row per grid point",
+    "speedup/efficiency.png": "scaling efficiency S(n)/n per algorithm and n (median over the repeats)",
+    "speedup/time_split.png": "milliseconds a step spends computing, communicating and waiting",
+    "temporal_efficiency/te_grid.png": "E(a, b) over workers n and the swept hyperparameter (median over the seeds, "
+                                       "95 % interval beneath; red: a learns sooner)",
+    "temporal_efficiency/te_matrix.png": "E(row, column) for every pair of configurations (median over the seeds)",
     "regimes/target_heatmap.png": "time to the target accuracy, sync's over the algorithm's, per regime (median over "
                                   "the repeats; > 1: reaches the target sooner than sync)",
     "regimes/speedup_heatmap.png": "throughput over sync's in the same regime and repeat (median; * no span had every "
@@ -583,6 +604,76 @@ def _md_table(df, columns: list[str]) -> list[str]:
 
     return ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)] + [
         "| " + " | ".join(cell(v) for v in row) + " |" for row in df[columns].itertuples(index=False)]
+
+
+def _interval_text(median: float, low: float, high: float) -> str:
+    import math
+
+    if not math.isfinite(median):
+        return ""
+    return f"{median:.2f} [{low:.2f}, {high:.2f}]" if math.isfinite(low) and math.isfinite(high) else f"{median:.2f}"
+
+
+def _speedup_lines(dest: Path) -> list[str]:
+    """The README's speedup-over-n section, from ``tables/speedup_summary.csv``: S(n) per grid point, algorithm and
+    worker count as median [95 % interval] over the repeats, and the scaling efficiency S(n)/n at the largest n; none
+    where no run at more than one worker had a one-worker throughput to divide by."""
+    import pandas as pd
+
+    path = dest / "tables" / "speedup_summary.csv"
+    if not path.is_file():
+        return []
+    sm = pd.read_csv(path)
+    sm["point"] = sm["point"].fillna("").astype(str)
+    sp = sm[sm["metric"] == "speedup"].dropna(subset=["median"])
+    if not (sp["np"] > 1).any():
+        return []
+    ns = sorted(sp["np"].unique())
+    eff = sm[sm["metric"] == "efficiency"].set_index(["point", "algorithm", "np"])
+    rows = []
+    for (pt, algo), g in sp.groupby(["point", "algorithm"], sort=True):
+        by_n = g.set_index("np")
+        row = {"grid point": pt or "(none)", "algorithm": algo, "repeats": int(g["n"].min())}
+        for n in ns:
+            row[f"S({n})"] = (_interval_text(by_n.at[n, "median"], by_n.at[n, "ci_low"], by_n.at[n, "ci_high"])
+                              if n in by_n.index else "")
+        top = int(g["np"].max())
+        e = eff.loc[(pt, algo, top)] if (pt, algo, top) in eff.index else None
+        row["S(n)/n at the largest n"] = (f"{_interval_text(e['median'], e['ci_low'], e['ci_high'])} (n = {top})"
+                                          if e is not None else "")
+        rows.append(row)
+    table = pd.DataFrame(rows)
+    return ["", "## Speedup over n (`tables/speedup_summary.csv`, `figures/speedup/speedup_over_n.png`)", "",
+            "S(n) = throughput at n workers / throughput at one worker (the algorithm's own, else `sync`'s; paired on "
+            "the repeat and the grid point), median [95 % bootstrap interval of the median] over the repeats; a "
+            "method at one worker is plain SGD, so S(1) is `sync`'s. Throughput measures hardware efficiency only: "
+            "what each sample is worth to the model is in the time-to-target figures.", ""] + \
+        _md_table(table, list(table.columns))
+
+
+def _te_lines(dest: Path) -> list[str]:
+    """The README's temporal-efficiency section, from ``tables/te_grid.csv`` and ``metrics/temporal_efficiency.json``:
+    E(a, b) per hardware, workers and hyperparameter value, median [95 % interval] over the seeds and the winner; none
+    where no configuration ran both algorithms."""
+    import json
+
+    import pandas as pd
+
+    grid_csv, metrics = dest / "tables" / "te_grid.csv", dest / "metrics" / "temporal_efficiency.json"
+    if not grid_csv.is_file() or not metrics.is_file():
+        return []
+    grid = pd.read_csv(grid_csv)
+    if grid.empty or grid["E"].isna().all():
+        return []
+    ab = json.loads(metrics.read_text()).get("grid") or {}
+    a, b = ab.get("a", "a"), ab.get("b", "b")
+    param = grid.columns[2]
+    grid["E [95 % interval]"] = [_interval_text(e, lo, hi) for e, lo, hi in zip(grid["E"], grid["ci_low"], grid["ci_high"])]
+    return ["", f"## Temporal efficiency E({a}, {b}) (`tables/te_grid.csv`, `figures/temporal_efficiency/te_grid.png`)",
+            "", f"E = the area under {a}'s training-accuracy curve over wall-clock time / {b}'s, up to the shorter run's "
+                f"end (Hermans 2017; > 1: {a} learns sooner), per seed, then the median over the seeds with its 95 % "
+                f"bootstrap interval; the winner is named only where the interval excludes 1.", ""] + \
+        _md_table(grid, ["hardware", "np", param, "E [95 % interval]", "n", "winner"])
 
 
 def published_readme(study: Study, dest: Path, runs, span_s: float) -> str:
@@ -607,8 +698,13 @@ def published_readme(study: Study, dest: Path, runs, span_s: float) -> str:
     if (dest / "NOTES.md").is_file():
         lines += ["", "What surprised us, and why: [NOTES.md](NOTES.md)."]
     claims_csv = dest / "tables" / "claims.csv"
-    if claims_csv.is_file():
-        c = pd.read_csv(claims_csv)
+    c = pd.read_csv(claims_csv) if claims_csv.is_file() else pd.DataFrame()
+    if not c.empty and (c["verdict"] == "not testable here").all():
+        lines += ["", "## The seed papers' claims (`tables/claims.csv`)", "",
+                  "This study has none of the cells the claims' rules test with 3 or more repeats, so every claim is "
+                  f"`not testable here` ({' / '.join(dict.fromkeys(c['source']))}). The regimes study tests them "
+                  "(`docs/results/regimes/`)."]
+    elif not c.empty:
         c["effect [95 % interval]"] = [f"x{e:.2f} [{lo:.2f}, {hi:.2f}]" if math.isfinite(e) and math.isfinite(lo)
                                        else (f"x{e:.2f}" if math.isfinite(e) else "") for e, lo, hi in
                                        zip(c["effect"], c["ci_low"], c["ci_high"])]
@@ -618,8 +714,8 @@ def published_readme(study: Study, dest: Path, runs, span_s: float) -> str:
                   "across its tests. The evidence column of the table gives every test.", ""]
         lines += _md_table(c, ["source", "claim", "verdict", "effect [95 % interval]", "n", "rule"])
     links_csv = dest / "tables" / "links.csv"
-    if links_csv.is_file():
-        lk = pd.read_csv(links_csv)
+    lk = pd.read_csv(links_csv) if links_csv.is_file() else pd.DataFrame()
+    if not lk.empty:
         lines += ["", "## The links (`tables/links.csv`, `calibration.json`)", "",
                   "Each link's rate, the communication share of `sync`'s step it was calibrated for (from the "
                   "calibration run's compute and bytes a step, bandwidth only) and the share measured in `sync`'s "
@@ -636,6 +732,8 @@ def published_readme(study: Study, dest: Path, runs, span_s: float) -> str:
                       f"spans {100 * width.median():.0f} % of the median (median over the cells; largest "
                       f"{100 * width.max():.0f} %). A difference between single runs smaller than that is noise; the "
                       f"verdicts above use the repeats."]
+    lines += _speedup_lines(dest)
+    lines += _te_lines(dest)
     figures = sorted(str(p.relative_to(dest / "figures")) for p in (dest / "figures").glob("*/*.png"))
     if figures:
         lines += ["", "## Figures", ""]

@@ -142,7 +142,8 @@ def _cell_ok(rule: Rule, cell: dict, ref: pd.DataFrame) -> bool:
 
 def tests(rule: Rule, cells: pd.DataFrame) -> pd.DataFrame:
     """The rule's tests in ``cells`` (a regimes cells table with ``repeat`` and ``point``): one row per subject,
-    reference and cell with the paired ratio, n, the ceiling where it applies and Holm-adjusted p-values."""
+    reference and cell with the paired ratio, n, the ceiling where it applies and the one-sided p-values before
+    the Holm correction (:func:`verdict` applies it across the tests it judges)."""
     cols = [*CELL, "subject", "reference", "effect", "ci_low", "ci_high", "n", "ceiling", "p_support", "p_contradict"]
     if cells.empty:
         return pd.DataFrame(columns=cols)
@@ -167,12 +168,7 @@ def tests(rule: Rule, cells: pd.DataFrame) -> pd.DataFrame:
                 rows.append({**cell, "subject": subject, "reference": reference, "effect": r["effect"],
                              "ci_low": r["ci_low"], "ci_high": r["ci_high"], "n": r["n"], "ceiling": ceiling,
                              "p_support": r["p_above"], "p_contradict": r["p_below"]})
-    out = pd.DataFrame(rows, columns=cols)
-    out["p_support_raw"], out["p_contradict_raw"] = out["p_support"], out["p_contradict"]
-    if not out.empty:
-        out["p_support"] = holm(out["p_support"])
-        out["p_contradict"] = holm(out["p_contradict"])
-    return out
+    return pd.DataFrame(rows, columns=cols)
 
 
 def _fmt(v: float, spec: str = ".2f") -> str:
@@ -201,7 +197,7 @@ def verdict(rule: Rule, cells: pd.DataFrame) -> dict:
                 + "; ".join(line for line, f in zip(lines, few) if f)) if few.any() else ""
     lines = [line for line, f in zip(lines, few) if not f]
     t = t[~few].copy()
-    t["p_support"], t["p_contradict"] = holm(t["p_support_raw"]), holm(t["p_contradict_raw"])
+    t["p_support"], t["p_contradict"] = holm(t["p_support"]), holm(t["p_contradict"])  # across the judged tests
     row["tests"] = len(t)
     above_ceiling = t["ci_low"] > t["ceiling"]  # NaN ceiling: False
     support = (t["p_support"] < ALPHA) & ~above_ceiling

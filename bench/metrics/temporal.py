@@ -17,6 +17,7 @@ import pandas as pd
 from .. import BenchError
 from ..results import ResultsError, Run, load_run
 from .selection import ok_runs, point_key
+from .stats import MIN_N, describe, outcome
 
 WINDOW_FRACTION, STRIDE_FRACTION = 1 / 20, 1 / 100
 """Default window and stride: these fractions of the shorter run's span T."""
@@ -136,26 +137,42 @@ def te_matrix(runs: list[Run], window: float | None = None, stride: float | None
 
 def te_grid(runs: list[Run], a: str, b: str, param: str, window: float | None = None,
             stride: float | None = None) -> pd.DataFrame:
-    """E(a, b) for each (hardware, np, ``param``) configuration both algorithms ran (runs matched on hardware, np
-    and the value of hyperparameter ``param``, e.g. ``communication_window``). Columns: hardware, np, ``param``,
-    E, winner."""
+    """E(a, b) for each (hardware, np, ``param``) configuration both algorithms ran, e.g. ``param`` =
+    ``communication_window`` (Hermans' λ): runs matched on hardware, np, the value of ``param`` and the repeat (the
+    same seed), E per repeat pair, then the median over the pairs with the 95 % bootstrap interval of the median (NaN
+    with fewer than 3 pairs; :func:`bench.metrics.stats.describe`). Columns: hardware, np, ``param``, E, ci_low,
+    ci_high, n (defined pairs), winner: ``a`` or ``b`` where the interval excludes 1, ``inconclusive`` where it does
+    not; with fewer than 3 pairs, the side of E (``tie`` at 1; ``undefined`` where no pair is defined)."""
     def index(name):
-        return {(r.label["hardware"], r.label["np"], r.config.get("params", {}).get(param)): r for r in ok_runs(runs)
-                if r.label["algorithm"] == name and not r.steps.empty}
+        return {(r.label["hardware"], r.label["np"], r.config.get("params", {}).get(param), r.label.get("repeat", 0)): r
+                for r in ok_runs(runs) if r.label["algorithm"] == name and not r.steps.empty}
 
     ia, ib = index(a), index(b)
-    rows = []
-    for point in sorted(set(ia) & set(ib), key=lambda k: (k[0], k[1], str(k[2]))):
+    by_config: dict[tuple, list[float]] = {}
+    def order(k):  # hardware, np, the value (numbers in numeric order), repeat
+        number = isinstance(k[2], (int, float)) and not isinstance(k[2], bool)
+        return k[0], k[1], (0, k[2], "") if number else (1, 0, str(k[2])), k[3]
+
+    for key in sorted(set(ia) & set(ib), key=order):
         try:
-            e = temporal_efficiency_runs(ia[point], ib[point], window, stride)
+            e = temporal_efficiency_runs(ia[key], ib[key], window, stride)
         except BenchError:
             e = math.nan
-        rows.append({"hardware": point[0], "np": point[1], param: point[2], "E": e,
-                     "winner": a if e > 1 else b if e < 1 else ("tie" if e == 1 else "undefined")})
-    return pd.DataFrame(rows, columns=["hardware", "np", param, "E", "winner"])
+        by_config.setdefault(key[:3], []).append(e)
+    rows = []
+    for (hw, n, value), es in by_config.items():
+        d = describe(es)
+        e = d["median"]
+        if d["n"] >= MIN_N:
+            winner = {"faster": a, "slower": b}.get(outcome(d["ci_low"], d["ci_high"]), "inconclusive")
+        else:
+            winner = a if e > 1 else b if e < 1 else ("tie" if e == 1 else "undefined")
+        rows.append({"hardware": hw, "np": n, param: value, "E": e, "ci_low": d["ci_low"], "ci_high": d["ci_high"],
+                     "n": d["n"], "winner": winner})
+    return pd.DataFrame(rows, columns=["hardware", "np", param, "E", "ci_low", "ci_high", "n", "winner"])
 
 
 def win_share(grid: pd.DataFrame, a: str) -> float:
-    """Share of the defined configurations of a :func:`te_grid` where ``a`` wins (E > 1); NaN if none."""
+    """Share of the defined configurations of a :func:`te_grid` where ``a``'s median E is above 1; NaN if none."""
     e = grid["E"].dropna()
     return float((e > 1).mean()) if len(e) else math.nan

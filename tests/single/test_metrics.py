@@ -247,6 +247,40 @@ def test_temporal_efficiency_pairs_repeats_with_the_same_seed_and_the_matrix_is_
     assert te_matrix(runs).equals(matrix)
 
 
+def test_te_grid_pairs_each_lambda_by_seed_and_calls_a_winner_only_outside_the_interval(tmp_path):
+    from bench.metrics.temporal import te_grid
+
+    def at(algorithm, repeat, accuracy, lam):
+        run = repeat_run(algorithm, repeat, accuracy)
+        run.config = {**run.config, "params": {"communication_window": lam}}
+        return run
+
+    runs = [at("agn", k, 0.5, lam) for lam in (1, 4) for k in range(3)]
+    runs += [at("aeasgd", k, acc, 1) for k, acc in enumerate((0.25, 0.5, 0.125))]  # E 2, 1, 4: the interval holds 1
+    runs += [at("aeasgd", k, acc, 4) for k, acc in enumerate((0.25, 0.25, 0.125))]  # E 2, 2, 4: above 1
+    runs.append(at("aeasgd", 3, 0.5, 4))  # no agn partner of the same seed: left out
+    grid = te_grid(runs, "agn", "aeasgd", "communication_window").set_index("communication_window")
+    assert grid.loc[1, "E"] == pytest.approx(2.0) and grid.loc[1, "n"] == 3
+    assert grid.loc[1, "ci_low"] == pytest.approx(1.0) and grid.loc[1, "winner"] == "inconclusive"
+    assert grid.loc[4, "E"] == pytest.approx(2.0) and grid.loc[4, "n"] == 3
+    assert grid.loc[4, "ci_low"] > 1.0 and grid.loc[4, "winner"] == "agn"
+    from bench.study import _te_lines
+
+    (tmp_path / "tables").mkdir()
+    (tmp_path / "metrics").mkdir()
+    grid.reset_index()[["hardware", "np", "communication_window", "E", "ci_low", "ci_high", "n", "winner"]].to_csv(
+        tmp_path / "tables" / "te_grid.csv", index=False)
+    assert _te_lines(tmp_path) == []  # no metrics file: the notebook did not finish
+    (tmp_path / "metrics" / "temporal_efficiency.json").write_text('{"grid": {"a": "agn", "b": "aeasgd"}}')
+    lines = _te_lines(tmp_path)
+    assert lines[1].startswith("## Temporal efficiency E(agn, aeasgd)")
+    assert "| local | 2 | 1 | 2.00 [1.00, 4.00] | 3 | inconclusive |" in lines
+    assert any(line.startswith("| local | 2 | 4 | 2.00 [") and line.endswith("| 3 | agn |") for line in lines)
+    one = te_grid([at("agn", 0, 0.25, 1), at("aeasgd", 0, 0.5, 1)], "agn", "aeasgd", "communication_window")
+    assert one["E"].tolist() == pytest.approx([0.5]) and one["winner"].tolist() == ["aeasgd"]  # one seed: E's side
+    assert math.isnan(one["ci_low"].iloc[0])
+
+
 def test_configuration_keys_drop_the_repeat_and_families_come_from_the_registry():
     from bench.metrics.selection import family, frame_points, point_key
     from bench.results import steps_frame

@@ -91,6 +91,16 @@ def test_hardware_profiles_resolve():
         assert resolve("sync", np=2, hardware=hw).launch.hardware == hw
 
 
+def test_every_study_of_params_yaml_is_a_valid_spec():
+    from bench.resolve import load_params
+    from bench.study import load_study
+
+    names = sorted(load_params(REPO / "params.yaml")["studies"])
+    assert {"laptop", "regimes", "regimes-speedup", "regimes-te", "regimes-smoke"} <= set(names)
+    for name in names:  # the typed spec, its algorithms, repeats_where, share links, sets_by_* keys
+        assert load_study(name, REPO / "params.yaml").name == name
+
+
 def test_list_params_prints_every_hyperparameter_with_its_default_and_the_value_params_yaml_sets():
     proc = subprocess.run([sys.executable, "-m", "bench", "list", "--params"], cwd=str(REPO), capture_output=True,
                           text=True, timeout=120)

@@ -270,6 +270,50 @@ def test_the_reports_summary_gives_each_configuration_its_median_interval_and_ce
     assert table.loc[("sync", 1), "seconds to target"] == "3.00 [2.00, 4.00]"
 
 
+def test_speedup_over_n_is_summarised_per_grid_point_with_intervals_and_drawn_per_family_and_link(tmp_path):
+    from bench import plots
+    from bench.metrics.selection import point
+    from bench.metrics.throughput import speedup_table
+    from bench.study import _speedup_lines
+
+    rows = []
+    for k in range(3):
+        for link, slow in (("linknone", 1.0), ("linkslow", 0.5)):  # the slow link halves every n > 1 run
+            for algo, n, tp in (("sync", 1, 100.0), ("sync", 2, 180.0), ("sync", 4, 320.0), ("ddp", 2, 170.0),
+                                ("ddp", 4, 300.0), ("downpour", 4, 280.0)):
+                rows.append(dict(hardware="emu", study="s", algorithm=algo, np=n, tag=f"{link}-r{k}", repeat=k,
+                                 throughput=(tp if n == 1 else tp * slow) * (1 + 0.01 * k)))
+    table = speedup_table(pd.DataFrame(rows))
+    table["point"] = [point(t, k) for t, k in zip(table["tag"], table["repeat"])]
+    # S(n) paired on the repeat and the point: over sync np 1 of the same link and seed
+    slow4 = table[(table["algorithm"] == "sync") & (table["np"] == 4) & (table["point"] == "linkslow")]
+    assert slow4["speedup"].tolist() == pytest.approx([1.6] * 3)
+    fig = plots.speedup_over_n(table)
+    assert len(fig.axes) == 2 * 2  # two links x two families (allreduce, parameter-server), never mixed
+    titles = sorted(ax.get_title() for ax in fig.axes)
+    assert titles == ["allreduce, linknone", "allreduce, linkslow", "parameter-server, linknone",
+                      "parameter-server, linkslow"]
+    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert "sync (S/n 0.80 at 4)" in legend and "ddp (S/n 0.75 at 4)" in legend
+    scaling = plots.scaling(table)
+    assert len(scaling.axes) == 2 * 3  # one row of three panels per link
+    summary = stats.summarize(table, ["hardware", "algorithm", "np", "point"], ["throughput", "speedup", "efficiency"])
+    (tmp_path / "tables").mkdir()
+    summary.to_csv(tmp_path / "tables" / "speedup_summary.csv", index=False)
+    lines = _speedup_lines(tmp_path)
+    header = next(line for line in lines if line.startswith("| grid point"))
+    assert header == "| grid point | algorithm | repeats | S(1) | S(2) | S(4) | S(n)/n at the largest n |"
+    sync_slow = next(line for line in lines if line.startswith("| linkslow | sync |"))
+    assert "| 1.00 [1.00, 1.00] | 0.90 [0.90, 0.90] | 1.60 [1.60, 1.60] | 0.40 [0.40, 0.40] (n = 4) |" in sync_slow
+    assert any(line.startswith("| linknone | downpour | 3 |  |  | 2.80 [") for line in lines)
+    no_one = speedup_table(pd.DataFrame([r for r in rows if r["np"] > 1]))  # no one-worker run to divide by
+    no_one["point"] = [point(t, k) for t, k in zip(no_one["tag"], no_one["repeat"])]
+    stats.summarize(no_one, ["hardware", "algorithm", "np", "point"], ["throughput", "speedup"]).to_csv(
+        tmp_path / "tables" / "speedup_summary.csv", index=False)
+    assert _speedup_lines(tmp_path) == []
+    assert "no algorithm has an np=1 run" in [t.get_text() for t in plots.speedup_over_n(no_one).axes[0].texts][0]
+
+
 # ----------------------------------------------------------------------------- link calibration, per-cell repeats
 
 
@@ -310,15 +354,21 @@ def test_share_links_are_planned_at_their_calibrated_rate_and_repeats_where_choo
                    ("linknone-slow_factor1.0-r1", "", 0.0, 1), ("linknone-slow_factor3.0-r1", "", 0.0, 1),
                    ("linknone-slow_factor1.0-r2", "", 0.0, 2), ("linknone-slow_factor3.0-r2", "", 0.0, 2)]
     assert plan(study)["sync"] == 7
-    params_file.write_text(text.replace("share0.5], slow_factor: [3.0]}, repeats: 0", "share0.5], slow_factor: [3.0]}, repeats: -1"))
-    with pytest.raises(BenchError, match=r"repeats_where\[0\]: repeats must be an integer >= 0 \(0: not run\), got -1"):
-        load_study("rep", params_file)
-    params_file.write_text(text.replace("algorithms: [sync], sets", "algorithms: [ddp], sets"))
-    with pytest.raises(BenchError, match=r"repeats_where\[1\] names ddp, which the study does not run; valid: sync"):
-        load_study("rep", params_file)
-    params_file.write_text(text.replace("share0.5]", "share1.5]"))
-    with pytest.raises(BenchError, match="'share1.5' aims at a communication share outside"):
-        load_study("rep", params_file)
+    ones = "sets: {link: ['']}, repeats: 3}"
+    for old, bad, error in (  # each bad study is refused when loaded, naming the value and the valid choices
+            ("slow_factor: [3.0]}, repeats: 0", "slow_factor: [3.0]}, repeats: -1",
+             r"repeats_where\[0\]: repeats must be an integer >= 0 \(0: not run\), got -1"),
+            ("algorithms: [sync], sets", "algorithms: [ddp], sets",
+             r"repeats_where\[1\] names ddp, which the study does not run; valid: sync"),
+            (ones, "sets: {link: ['']}, repeat: 3}",
+             r"unknown study 'rep' key 'repeats_where' 'repeat'; valid: algorithms, np, repeats, sets"),
+            (ones, "sets: {link: ['']}}", r"repeats_where\[1\] has no repeats; give one, an integer >= 0"),
+            (ones, "sets: {link: ''}, repeats: 3}", r"invalid study 'rep' key 'repeats_where' 'sets' '': expected a list"),
+            ("share0.5]", "share1.5]", "'share1.5' aims at a communication share outside")):
+        assert old in text
+        params_file.write_text(text.replace(old, bad))
+        with pytest.raises(BenchError, match=error):
+            load_study("rep", params_file)
 
 
 def test_a_claim_is_judged_on_its_repeated_cells_and_says_which_it_left_out():
