@@ -95,7 +95,8 @@ def training_curves(steps: pd.DataFrame, title: str = "workers' mini-batch accur
 
 
 def _per_point(table: pd.DataFrame, vs: list[str]) -> pd.DataFrame:
-    """One row per grid point (``point``: the tag without the repeat), algorithm and workers: the median throughput
+    """One row per grid point (``point``: the tag without the repeat, after the hardware profile where a table spans
+    several), algorithm and workers: the median throughput
     and S(n) over the repeats, each with the 95 % bootstrap interval of the median (NaN with fewer than 3;
     :mod:`bench.metrics.stats`; a run alone keeps its own sub-window throughput interval,
     :func:`bench.metrics.throughput.window_throughput`), and the median of each ``vs`` column."""
@@ -104,7 +105,10 @@ def _per_point(table: pd.DataFrame, vs: list[str]) -> pd.DataFrame:
 
     tags = table["tag"].fillna("") if "tag" in table else pd.Series("", index=table.index)
     reps = table["repeat"].fillna(0).astype(int) if "repeat" in table else pd.Series(0, index=table.index)
-    df = table.assign(point=[point(t, k) for t, k in zip(tags, reps)])
+    points = [point(t, k) for t, k in zip(tags, reps)]
+    if "hardware" in table and table["hardware"].nunique() > 1:  # machines are never pooled either
+        points = [f"{hw} {pt}".strip() for hw, pt in zip(table["hardware"], points)]
+    df = table.assign(point=points)
     rows = []
     for (pt, algo, n), g in df.groupby(["point", "algorithm", "np"], sort=True):
         tp, sp = stats.describe(g["throughput"]), stats.describe(g["speedup"])
@@ -135,7 +139,8 @@ def scaling(table: pd.DataFrame, title: str = "throughput and speedup") -> plt.F
     points = sorted(per["point"].unique())
     fig, axes = plt.subplots(len(points), 3, figsize=(16, 4.5 * len(points)), squeeze=False)
     ns = sorted(per["np"].unique())
-    colours = dict(zip(sorted(per["algorithm"].unique()), sns.color_palette("tab10", per["algorithm"].nunique())))
+    algos = sorted(per["algorithm"].unique())
+    colours = dict(zip(algos, sns.color_palette("tab10" if len(algos) <= 10 else "husl", len(algos))))
     for row, pt in zip(axes, points):
         for algo, g in per[per["point"] == pt].sort_values("np").groupby("algorithm"):
             c = colours[algo]

@@ -297,6 +297,9 @@ def test_speedup_over_n_is_summarised_per_grid_point_with_intervals_and_drawn_pe
     assert "sync (S/n 0.80 at 4)" in legend and "ddp (S/n 0.75 at 4)" in legend
     scaling = plots.scaling(table)
     assert len(scaling.axes) == 2 * 3  # one row of three panels per link
+    machines = plots.scaling(pd.concat([table, table.assign(hardware="other")], ignore_index=True))
+    assert sorted({ax.get_title() for ax in machines.axes}) == ["emu linknone", "emu linkslow", "other linknone",
+                                                                 "other linkslow"]  # nor are machines pooled
     summary = stats.summarize(table, ["hardware", "algorithm", "np", "point"], ["throughput", "speedup", "efficiency"])
     (tmp_path / "tables").mkdir()
     summary.to_csv(tmp_path / "tables" / "speedup_summary.csv", index=False)
