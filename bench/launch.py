@@ -344,11 +344,13 @@ def prepare(cfg: RunConfig, out: Path, force: bool = False, planned: Path | None
     return out
 
 
-def _pump(stream, log, tail: collections.deque, echo: bool) -> None:
+def _pump(stream, log, tail: collections.deque, echo: bool, evidence: list) -> None:
     for line in iter(stream.readline, ""):
         log.write(line)
         log.flush()
         tail.append(line.rstrip("\n"))
+        if is_exit_evidence(line):
+            evidence.append(line.rstrip("\n"))
         if echo:
             sys.stdout.write(line)
             sys.stdout.flush()
@@ -429,6 +431,7 @@ def _execute_job(cfgs: list[RunConfig], run_dirs: list[Path], echo: bool, env: d
             write_json_atomic(d / "system.json", system)
     timeout_s = sum(c.train.timeout_s for c in cfgs)
     tail: collections.deque = collections.deque(maxlen=60)
+    evidence: list[str] = []  # horovodrun's lines on how each rank ended, all of them
     t0 = time.time()
     reason = None
     with contextlib.ExitStack() as stack:
@@ -437,7 +440,7 @@ def _execute_job(cfgs: list[RunConfig], run_dirs: list[Path], echo: bool, env: d
         log.write("$ " + " ".join(cmd) + "\n")
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=full_env,
                                 cwd=str(REPO_ROOT), start_new_session=True)
-        pump = threading.Thread(target=_pump, args=(proc.stdout, log, tail, echo), daemon=True)
+        pump = threading.Thread(target=_pump, args=(proc.stdout, log, tail, echo, evidence), daemon=True)
         pump.start()
         try:
             with _signals_end_the_job():
@@ -453,7 +456,7 @@ def _execute_job(cfgs: list[RunConfig], run_dirs: list[Path], echo: bool, env: d
             rc = proc.wait()
         pump.join(timeout=10)
     over_ssh = emulated is not None or bool(cfg.launch.hostfile or cfg.launch.hosts)
-    return _settle(run_dirs, rc, reason, tail, t0, over_ssh)
+    return _settle(run_dirs, rc, reason, tail, t0, over_ssh, evidence)
 
 
 def job_environment(cfg: RunConfig, emulated: dict | None, env: dict | None) -> dict[str, str]:
@@ -470,7 +473,8 @@ def job_environment(cfg: RunConfig, emulated: dict | None, env: dict | None) -> 
     return full_env
 
 
-def _settle(run_dirs: list[Path], rc: int, reason: str | None, tail, t0: float, over_ssh: bool) -> list[int]:
+def _settle(run_dirs: list[Path], rc: int, reason: str | None, tail, t0: float, over_ssh: bool,
+            evidence=()) -> list[int]:
     """After the job: each run's code (0: an ``ok`` summary, kept as it is); every other run is marked failed with
     the job's reason (cancelled, timed out, horovodrun's exit code and last error line, or no summary)."""
     cancelled = reason is not None
@@ -488,7 +492,7 @@ def _settle(run_dirs: list[Path], rc: int, reason: str | None, tail, t0: float, 
         if why is None:
             why = "job ended without an ok summary"
         mark_failed(run_dir, why, root_cause=cancelled, exit_code=rc, wall_s=time.time() - t0)
-        _name_killed_rank(run_dir, tail, over_ssh=over_ssh)
+        _name_killed_rank(run_dir, [*evidence, *(l for l in tail if not is_exit_evidence(l))], over_ssh=over_ssh)
         print(f"[bench] run FAILED: {read_json(summary_path).get('reason')} ({run_dir})", file=sys.stderr)
         codes.append(1)
     return codes
@@ -524,18 +528,67 @@ def lost_rank_reason(code: int, over_ssh: bool) -> str | None:
     return None
 
 
-def _name_killed_rank(run_dir: Path, tail, over_ssh: bool = False) -> None:
+_EXIT_LINE = re.compile(r"^Process (\d+) exit with status code (-?\d+)\.")
+_TERMINATING_LINE = re.compile(r"^Terminating remaining workers after failure of Process (\d+)\.")
+_FIRST_EXIT = re.compile(r"first process to do so was:\s*Process name: (\d+)\s*Exit code: (\d+)")
+_PEER_CLOSED = re.compile(r"\[(\d+)\]<std(?:out|err)>:.*(?:Connection closed by peer|Read error|Write error) "
+                          r"\[([^\]]+)\]:\d+")  # gloo's transport, on a connection to ADDR
+
+
+def is_exit_evidence(line: str) -> bool:
+    """A line of horovodrun's output that :func:`lost_rank` reads (kept whole, however long the job's log)."""
+    return bool(_EXIT_LINE.match(line) or _TERMINATING_LINE.match(line) or _PEER_CLOSED.search(line))
+
+
+def lost_rank(lines, over_ssh: bool, hosts_by_rank: list[str] | None = None) -> tuple[int, str] | None:
+    """The rank that was lost (killed, or gone over ssh) and so caused the job's failure, with how, read from
+    horovodrun's output; None when nothing shows one. horovodrun prints "Process N exit with status code C." for
+    every rank that ends non-zero, and "Terminating remaining workers after failure of Process K." once, when it
+    starts ending the others: an exit code after that line may be horovodrun's own doing (ssh, terminated, exits
+    255 too). So a rank is named when
+
+    1. its exit code says lost or killed and it ended before horovodrun terminated anyone, or
+    2. its exit code says lost or killed and a peer's transport saw its connection close ("Connection closed by
+       peer [ADDR]" or a read or write error on it, ADDR the host of that rank alone): it went first, even where a peer's secondary error
+       ("Horovod has been shut down") reached horovodrun before ssh reported the loss.
+
+    Without per-process lines, horovodrun's "first process to do so was" is read as in case 1."""
+    lines = list(lines)
+    exits, peers_saw, terminating = [], [], False
+    for line in lines:
+        if _TERMINATING_LINE.match(line):
+            terminating = True
+        elif m := _EXIT_LINE.match(line):
+            exits.append((int(m.group(1)), int(m.group(2)), not terminating))
+        elif m := _PEER_CLOSED.search(line):
+            peers_saw.append((int(m.group(1)), m.group(2)))
+    if not exits and (m := _FIRST_EXIT.search("\n".join(lines))):
+        exits = [(int(m.group(1)), int(m.group(2)), True)]
+    for rank, code, before_termination in exits:
+        why = lost_rank_reason(code, over_ssh)
+        if why is not None and before_termination:
+            return rank, why
+    seen_by = {}
+    for peer, addr in peers_saw:
+        on_host = [r for r, h in enumerate(hosts_by_rank or []) if h == addr and r != peer]
+        if len(on_host) == 1:
+            seen_by.setdefault(on_host[0], peer)
+    for rank, code, _ in exits:
+        why = lost_rank_reason(code, over_ssh)
+        if why is not None and rank in seen_by:
+            return rank, f"{why}, and rank {seen_by[rank]} saw its connection close first"
+    return None
+
+
+def _name_killed_rank(run_dir: Path, lines, over_ssh: bool = False) -> None:
     """A rank killed by a signal (or lost over ssh) cannot write its own reason, and its peers then fail with
-    secondary errors (e.g. "Horovod has been shut down"): when horovodrun reports that the first
-    process to fail was killed or lost, put that rank first in the reason."""
-    text = "\n".join(tail)
-    m = re.search(r"first process to do so was:\s*Process name: (\d+)\s*Exit code: (\d+)", text)
-    if not m:
+    secondary errors (e.g. "Horovod has been shut down"): when horovodrun's output shows which rank was lost
+    (:func:`lost_rank`), put that rank first in the reason."""
+    system = read_json(run_dir / "system.json") if (run_dir / "system.json").exists() else {}
+    found = lost_rank(lines, over_ssh, (system.get("network") or {}).get("hosts_by_rank"))
+    if found is None:
         return
-    rank, code = int(m.group(1)), int(m.group(2))
-    why = lost_rank_reason(code, over_ssh)
-    if why is None:
-        return
+    rank, why = found
     summary = read_json(run_dir / "summary.json")
     if not str(summary.get("reason", "")).startswith(f"rank {rank}:"):
         summary["reason"] = f"rank {rank}: {why}; then: {summary.get('reason', '')}"

@@ -3,11 +3,14 @@
 While a real job runs on the emulated cluster, another job that would reshape it (another link rate) or
 rebuild it (more hosts), ``cluster up`` and ``cluster down`` are refused with one line naming the job, and the
 refused run leaves nothing; the job's rank killed on its host is reported as lost over ssh (ssh's exit code 255),
-not as "killed by signal 127"; once the job is gone, its record does not hold the cluster.
+not as "killed by signal 127", even when its peer's secondary error reaches horovodrun first (forced here by
+stopping the lost rank's ssh client until horovodrun starts terminating the job); once the job is gone, its
+record does not hold the cluster.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -55,14 +58,32 @@ def worker_on_host(out: Path, host: int) -> list[psutil.Process]:
     return found
 
 
-def test_a_running_job_holds_the_cluster_and_a_rank_lost_over_ssh_says_so(tmp_path):
-    out, other = tmp_path / "held", tmp_path / "other" / "run"
+@contextlib.contextmanager
+def running_job(out: Path):
+    """A real job on the emulated cluster, once both ranks have recorded a step; stopped if the test leaves it."""
     proc = start(out)
     try:
         t0 = time.time()
         while not all((out / f"rank{r}.jsonl").exists() and (out / f"rank{r}.jsonl").stat().st_size for r in (0, 1)):
             assert proc.poll() is None and time.time() - t0 < 180, "the run did not start"
             time.sleep(0.5)
+        yield proc
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=60)
+
+
+def rank1_on_its_host(out: Path) -> list[psutil.Process]:
+    hosts = read_json(out / "system.json")["network"]["hosts_by_rank"]  # as the launcher placed the ranks
+    victims = worker_on_host(out, next(i for i in range(spec.MAX_HOSTS) if spec.host_address(i) == hosts[1]))
+    assert victims, "rank 1 not found on its host"
+    return victims
+
+
+def test_a_running_job_holds_the_cluster_and_a_rank_lost_over_ssh_says_so(tmp_path):
+    out, other = tmp_path / "held", tmp_path / "other" / "run"
+    with running_job(out) as proc:
         state = read_json(spec.STATE_FILE)
         refused = [
             bench_cli("run", "sync", "--np", "2", "--profile", "tiny", "--hardware", "emu-100mbit", "--out", str(other),
@@ -78,21 +99,43 @@ def test_a_running_job_holds_the_cluster_and_a_rank_lost_over_ssh_says_so(tmp_pa
             assert f"in use by bench run into {out} (pid {proc.pid}," in lines[-1], r.stderr
         assert not (tmp_path / "other").exists()  # the refused runs left nothing
         assert read_json(spec.STATE_FILE) == state  # link, hosts, shares: as the job set them
-        hosts = read_json(out / "system.json")["network"]["hosts_by_rank"]  # as the launcher placed the ranks
-        victims = worker_on_host(out, next(i for i in range(spec.MAX_HOSTS) if spec.host_address(i) == hosts[1]))
-        assert victims, "rank 1 not found on its host"
-        for p in victims:
+        for p in rank1_on_its_host(out):
             p.send_signal(signal.SIGKILL)  # rank 1 dies on its host; horovodrun sees ssh's exit code
         output, _ = proc.communicate(timeout=180)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(timeout=60)
     assert proc.returncode == 1, output[-3000:]
     summary = load_run(out).summary
     assert summary["status"] == "failed" and summary["reason"].startswith("rank 1: lost over ssh"), summary["reason"]
     assert "signal 127" not in summary["reason"]
     assert cluster("down").returncode == 0  # the job is gone: its record no longer holds the cluster
+
+
+def test_a_rank_lost_after_its_peer_failed_first_is_still_named(tmp_path):
+    """The race of stop 30: rank 1 is killed, rank 0 fails at once with "Horovod has been shut down" and its exit
+    reaches horovodrun before ssh reports rank 1's loss. Stopping rank 1's ssh client (on this side) until
+    horovodrun says it is terminating the job makes that order certain; the reason must still name rank 1."""
+    out = tmp_path / "race"
+    with running_job(out) as proc:
+        host1 = read_json(out / "system.json")["network"]["hosts_by_rank"][1]
+        clients = [p for p in psutil.Process(proc.pid).children(recursive=True)
+                   if p.name() == "ssh" and host1 in p.cmdline() and str(out / "config.json") in " ".join(p.cmdline())]
+        assert len(clients) == 1, [p.cmdline() for p in clients]
+        victims = rank1_on_its_host(out)
+        clients[0].suspend()
+        try:
+            for p in victims:
+                p.send_signal(signal.SIGKILL)
+            t0, log = time.time(), out / "launch.log"
+            while "Terminating remaining workers after failure of Process 0." not in log.read_text():
+                assert time.time() - t0 < 120, log.read_text()[-3000:]
+                time.sleep(0.05)
+        finally:
+            clients[0].resume()  # horovodrun's SIGTERM is waiting for it: ssh now ends (255)
+        output, _ = proc.communicate(timeout=180)
+    assert proc.returncode == 1, output[-3000:]
+    log = (out / "launch.log").read_text()
+    assert log.index("Process 0 exit with status code 1.") < log.index("Process 1 exit with status code"), log[-3000:]
+    reason = load_run(out).summary["reason"]
+    assert reason.startswith("rank 1: lost over ssh") and "rank 0 saw its connection close first" in reason, reason
 
 
 def test_a_record_left_by_a_dead_job_does_not_hold_the_cluster():

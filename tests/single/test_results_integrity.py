@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from bench.__main__ import main
-from bench.launch import _name_killed_rank, lost_rank_reason
+from bench.launch import _name_killed_rank, lost_rank, lost_rank_reason
 from bench.resolve import resolve
 from bench.results import (JsonlWriter, ResultsError, load_run, load_runs, mark_failed, read_json, write_json_atomic,
                            write_summary)
@@ -93,3 +93,35 @@ def test_a_lost_rank_reads_right(tmp_path, code, over_ssh, expected):
         assert reason == "rank 0: RuntimeError: Horovod has been shut down" and lost_rank_reason(code, over_ssh) is None
     else:
         assert reason.startswith(expected) and reason.endswith("then: rank 0: RuntimeError: Horovod has been shut down")
+
+
+# horovodrun's own lines (horovod/runner/gloo_run.py) on how the ranks of a job ended, and gloo's transport error
+EXIT, TERMINATING = "Process {} exit with status code {}.", "Terminating remaining workers after failure of Process {}."
+CLOSED = "[{}]<stderr>:[...] gloo/transport/tcp/pair.cc:598] Connection closed by peer [{}]:47498"
+HOSTS = ["198.18.0.2", "198.18.0.3", "198.18.0.4"]
+
+
+@pytest.mark.parametrize("lines, hosts, expected", [
+    # rank 1 lost, and its ssh reported it before anything else ended
+    ([CLOSED.format(0, HOSTS[1]), EXIT.format(1, 255), TERMINATING.format(1), EXIT.format(0, 1)], HOSTS,
+     (1, "lost over ssh (ssh exit code 255", False)),
+    # the race: rank 0's secondary error reached horovodrun first; rank 0 saw rank 1's connection close
+    ([CLOSED.format(0, HOSTS[1]), EXIT.format(0, 1), TERMINATING.format(0), EXIT.format(1, 255)], HOSTS,
+     (1, "lost over ssh (ssh exit code 255", True)),
+    # two lost before horovodrun terminated anyone: the first to end is named
+    ([EXIT.format(2, 137), EXIT.format(1, 255), TERMINATING.format(2), EXIT.format(0, 1)], HOSTS,
+     (2, "killed by signal 9 (exit code 137)", False)),
+    # rank 0 failed by itself; horovodrun then terminated rank 1's ssh (255 too): nobody was lost
+    ([CLOSED.format(1, HOSTS[0]), EXIT.format(0, 1), TERMINATING.format(0), EXIT.format(1, 255)], HOSTS, None),
+    # a closed connection to a host of two ranks names neither
+    ([CLOSED.format(0, HOSTS[1]), EXIT.format(0, 1), TERMINATING.format(0), EXIT.format(1, 255), EXIT.format(2, 255)],
+     [HOSTS[0], HOSTS[1], HOSTS[1]], None),
+])
+def test_the_lost_rank_is_read_from_every_exit_horovodrun_reports(lines, hosts, expected):
+    found = lost_rank(lines, over_ssh=True, hosts_by_rank=hosts)
+    if expected is None:
+        assert found is None, found
+    else:
+        rank, how, via_peer = expected
+        assert found is not None and found[0] == rank and found[1].startswith(how), found
+        assert found[1].endswith("saw its connection close first") == via_peer, found
