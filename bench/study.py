@@ -705,9 +705,8 @@ def published_readme(study: Study, dest: Path, runs, span_s: float) -> str:
                   f"`not testable here` ({' / '.join(dict.fromkeys(c['source']))}). The regimes study tests them "
                   "(`docs/results/regimes/`)."]
     elif not c.empty:
-        c["effect [95 % interval]"] = [f"x{e:.2f} [{lo:.2f}, {hi:.2f}]" if math.isfinite(e) and math.isfinite(lo)
-                                       else (f"x{e:.2f}" if math.isfinite(e) else "") for e, lo, hi in
-                                       zip(c["effect"], c["ci_low"], c["ci_high"])]
+        c["effect [95 % interval]"] = [("x" + text) if (text := _interval_text(e, lo, hi)) else ""
+                                       for e, lo, hi in zip(c["effect"], c["ci_low"], c["ci_high"])]
         lines += ["", "## The seed papers' claims (`tables/claims.csv`)", "",
                   "Each claim is a rule declared before the runs (`bench/metrics/claims.py`): a paired ratio over the "
                   "repeats (> 1 favours the claim), judged on the cells with 3 or more repeats, Holm-corrected "

@@ -86,6 +86,16 @@ def outcome(low: float, high: float, threshold: float = 1.0) -> str:
     return "inconclusive"
 
 
+def side(summary: dict, threshold: float = 1.0) -> str:
+    """Where a :func:`describe` summary lies against ``threshold``: with :data:`MIN_N` values or more, the
+    :func:`outcome` of its interval (``faster``, ``slower``, ``inconclusive``); with fewer (no interval), the side of
+    the median alone (``faster``, ``slower``, ``tie`` on the threshold, ``undefined`` where it is NaN)."""
+    if summary["n"] >= MIN_N:
+        return outcome(summary["ci_low"], summary["ci_high"], threshold)
+    m = summary["median"]
+    return "faster" if m > threshold else "slower" if m < threshold else ("tie" if m == threshold else "undefined")
+
+
 def paired_ratio(algorithm, reference, higher_is_better: bool = True, threshold: float = 1.0) -> dict:
     """The paired ratio of two aligned arrays (same repeats, element by element): effect (geometric mean of the
     ratios, > 1 favours ``algorithm``), its interval, n (pairs with both figures finite and > 0), the outcome

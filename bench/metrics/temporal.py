@@ -17,7 +17,7 @@ import pandas as pd
 from .. import BenchError
 from ..results import ResultsError, Run, load_run
 from .selection import ok_runs, point_key
-from .stats import MIN_N, describe, outcome
+from .stats import describe, side
 
 WINDOW_FRACTION, STRIDE_FRACTION = 1 / 20, 1 / 100
 """Default window and stride: these fractions of the shorter run's span T."""
@@ -163,10 +163,8 @@ def te_grid(runs: list[Run], a: str, b: str, param: str, window: float | None = 
     for (hw, n, value), es in by_config.items():
         d = describe(es)
         e = d["median"]
-        if d["n"] >= MIN_N:
-            winner = {"faster": a, "slower": b}.get(outcome(d["ci_low"], d["ci_high"]), "inconclusive")
-        else:
-            winner = a if e > 1 else b if e < 1 else ("tie" if e == 1 else "undefined")
+        where = side(d)
+        winner = {"faster": a, "slower": b}.get(where, where)
         rows.append({"hardware": hw, "np": n, param: value, "E": e, "ci_low": d["ci_low"], "ci_high": d["ci_high"],
                      "n": d["n"], "winner": winner})
     return pd.DataFrame(rows, columns=["hardware", "np", param, "E", "ci_low", "ci_high", "n", "winner"])

@@ -50,6 +50,19 @@ def test_bootstrap_interval_of_a_paired_ratio_covers_the_known_ratio():
     assert t["effect"] == pytest.approx(2.0) and t["outcome"] == "faster"
 
 
+@pytest.mark.parametrize("values, expected", [
+    ([1.5, 1.6, 1.55, 1.7], "faster"),         # an interval above 1
+    ([0.5, 0.6, 0.55], "slower"),              # below
+    ([0.8, 1.3, 1.0, 0.9, 1.2], "inconclusive"),  # across 1
+    ([1.4, 1.2], "faster"),                    # no interval with 2 values: the side of the median
+    ([0.7], "slower"),
+    ([1.0, 1.0], "tie"),
+    ([math.nan, math.nan], "undefined"),
+])
+def test_the_side_of_a_summary_uses_its_interval_and_with_few_values_its_median(values, expected):
+    assert stats.side(stats.describe(values)) == expected
+
+
 def test_identical_runs_are_inconclusive_and_a_2x_effect_with_small_noise_is_faster():
     rng = np.random.default_rng(2)
     runs = noisy(rng, 5, 50.0, sd=0.1)
