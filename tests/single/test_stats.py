@@ -393,3 +393,21 @@ def test_a_claim_is_judged_on_its_repeated_cells_and_says_which_it_left_out():
     row = by_source(claims.claims(pd.concat([five, one], ignore_index=True)), "Vishnu et al. 2017")
     assert row["verdict"] == "reproduced" and row["n"] == 5 and row["tests"] == 2
     assert "2 test(s) with fewer than 3 repeats left out" in row["evidence"] and "at 1gbit/" in row["evidence"]
+
+
+def test_a_studys_run_time_is_its_span_and_the_time_covered_by_its_runs(tmp_path):
+    """run_times: a pause between runs (or a run redone later) is in the span, not in the busy time."""
+    import os
+
+    from bench.study import run_times
+
+    assert all(math.isnan(v) for v in run_times(tmp_path))
+    for name, start, end in [("a-r0", 0, 100), ("a-r1", 50, 120), ("b-r0", 1000, 1030), ("c-r0", 1010, 1020)]:
+        d = tmp_path / name.split("-")[0] / "emu" / name
+        d.mkdir(parents=True)
+        for f, t in (("config.json", start), ("summary.json", end)):
+            (d / f).write_text("{}")
+            os.utime(d / f, (t, t))
+    (tmp_path / "d" / "emu" / "d-r0").mkdir(parents=True)  # planned, never ended: not a run yet
+    (tmp_path / "d" / "emu" / "d-r0" / "config.json").write_text("{}")
+    assert run_times(tmp_path) == (1030, 120 + 30)
