@@ -7,7 +7,10 @@ JSON files are written atomically (temporary file + rename): a crash never leave
 half-written summary. Records are appended line by line: ``eval.jsonl`` flushed after every line, the
 per-step ``rank<r>.jsonl`` at most once a second (and at the first line, and when the rank ends or fails),
 so a rank killed outright loses at most its last second of step records; a torn last line of a failed run
-is tolerated when loading, any other corrupt line is an error naming the file and line. An ``ok`` run must hold
+is tolerated when loading, any other corrupt line is an error naming the file and line. Loaded, the records'
+``t`` count from the first step's start (the earliest over the worker ranks), so that no set-up after the job's
+start barrier counts in a time to target (runs written before 2026-11-24 took their origin before a broadcast of
+0.3-1.5 s on the emulated cluster; ``Run.extra["t_origin_s"]`` is the shift). An ``ok`` run must hold
 a non-empty ``rank<r>.jsonl`` for every worker and a non-empty ``eval.jsonl``: one missing or empty is a
 :class:`ResultsError` naming the file, never a run loaded with figures silently changed.
 """
@@ -233,7 +236,20 @@ def load_run(path: str | Path) -> Run:
     evals = pd.DataFrame.from_records(read_jsonl(ev, tolerate_torn_tail=not ok)) if ev.exists() else pd.DataFrame()
     if evals.empty:
         evals = pd.DataFrame(columns=list(EVAL_FIELDS))
-    return Run(path, config, system, summary, steps, evals)
+    origin = first_step_start(steps)
+    if origin > 0:  # times from the first step's start (module docstring)
+        steps["t"] = steps["t"] - origin
+        evals["t"] = evals["t"] - origin
+    return Run(path, config, system, summary, steps, evals, extra={"t_origin_s": origin})
+
+
+def first_step_start(steps: pd.DataFrame) -> float:
+    """When the first step began (the earliest over the worker ranks), in the files' seconds from the job's start
+    barrier; 0.0 without steps."""
+    if steps.empty:
+        return 0.0
+    first = steps.loc[steps.groupby("rank")["step"].idxmin()]
+    return max(float((first["t"] - first["step_s"]).min()), 0.0)
 
 
 def _check_complete(path: Path, config: dict) -> None:

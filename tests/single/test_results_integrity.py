@@ -125,3 +125,22 @@ def test_the_lost_rank_is_read_from_every_exit_horovodrun_reports(lines, hosts, 
         rank, how, via_peer = expected
         assert found is not None and found[0] == rank and found[1].startswith(how), found
         assert found[1].endswith("saw its connection close first") == via_peer, found
+
+
+def test_loaded_times_count_from_the_first_steps_start(tmp_path):
+    """Whatever the job did between its start barrier and its first step (a run written before 2026-11-24
+    broadcast rank 0's clock there) is not counted in a loaded `t`: the earliest first step starts at 0."""
+    import json
+
+    path = make_run(tmp_path / "a")
+    later = {0: 0.73, 1: 0.75}  # every record of rank r this much later; rank 0's first step starts first
+    for r, dt in later.items():
+        recs = [json.loads(line) for line in (path / f"rank{r}.jsonl").read_text().splitlines()]
+        (path / f"rank{r}.jsonl").write_text("".join(json.dumps({**rec, "t": rec["t"] + dt}) + "\n" for rec in recs))
+    ev = json.loads((path / "eval.jsonl").read_text())
+    (path / "eval.jsonl").write_text(json.dumps({**ev, "t": ev["t"] + 0.73}) + "\n")
+    run = load_run(path)
+    assert run.extra["t_origin_s"] == pytest.approx(0.1 + 0.73 - 0.01)  # rank 0's first step ended at 0.83, took 0.01
+    assert (run.steps["t"] - run.steps["step_s"]).min() == pytest.approx(0.0)
+    assert run.evals["t"].tolist() == pytest.approx([0.3 + 0.01 - 0.1])
+    assert run.steps.loc[run.steps["rank"] == 1, "t"].tolist() == pytest.approx([0.03, 0.13, 0.23])
