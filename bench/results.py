@@ -8,9 +8,9 @@ half-written summary. Records are appended line by line: ``eval.jsonl`` flushed 
 per-step ``rank<r>.jsonl`` at most once a second (and at the first line, and when the rank ends or fails),
 so a rank killed outright loses at most its last second of step records; a torn last line of a failed run
 is tolerated when loading, any other corrupt line is an error naming the file and line. Loaded, the records'
-``t`` count from the first step's start (the earliest over the worker ranks), so that no set-up after the job's
-start barrier counts in a time to target (runs written before 2026-11-24 took their origin before a broadcast of
-0.3-1.5 s on the emulated cluster; ``Run.extra["t_origin_s"]`` is the shift). An ``ok`` run must hold
+``t`` count from the first step's start (the earliest over the worker ranks), so that the broadcast of the job's
+clock after its start barrier (0.3-1.5 s on the emulated hosts) counts in no time to target
+(``Run.extra["t_origin_s"]`` is the shift). An ``ok`` run must hold
 a non-empty ``rank<r>.jsonl`` for every worker and a non-empty ``eval.jsonl``: one missing or empty is a
 :class:`ResultsError` naming the file, never a run loaded with figures silently changed.
 """

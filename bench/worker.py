@@ -203,10 +203,11 @@ class Worker:
     def run(self) -> None:
         comm = self.comm
         comm.barrier()  # comm: a common start
-        # The time origin is the barrier's end on each rank's own clock (one clock on one machine, NTP-close on a
-        # cluster). Broadcasting rank 0's clock instead put that broadcast's latency into every `t` (0.3-1.5 s on
-        # the emulated hosts at 0.36 of a core: most of a time to target of 2 s).
-        self.ctx.t0 = wall0 = time.time()
+        # One clock for all ranks: rank 0's, read before this broadcast, whose latency (0.3-1.5 s on the emulated
+        # hosts at 0.36 of a core) is therefore in every `t` written; load_run counts `t` from the first step's start.
+        # (Each rank's own clock after the barrier would skew the ranks by up to a quota period, 64 ms.)
+        self.ctx.t0 = comm.broadcast_object(time.time(), root=0)  # comm: one time origin for all ranks
+        wall0 = time.time()
         threads = ThreadCpu(comm.horovod_tids)
         cpu0 = threads.read()
         timing = []

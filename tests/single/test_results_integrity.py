@@ -128,8 +128,8 @@ def test_the_lost_rank_is_read_from_every_exit_horovodrun_reports(lines, hosts, 
 
 
 def test_loaded_times_count_from_the_first_steps_start(tmp_path):
-    """Whatever the job did between its start barrier and its first step (a run written before 2026-11-24
-    broadcast rank 0's clock there) is not counted in a loaded `t`: the earliest first step starts at 0."""
+    """Whatever the job did between its common start and its first step (the broadcast of rank 0's clock) is not
+    counted in a loaded `t`: the earliest first step starts at 0, and the ranks keep their offsets."""
     import json
 
     path = make_run(tmp_path / "a")
