@@ -706,8 +706,9 @@ def published_readme(study: Study, dest: Path, runs, span_s: float, busy_s: floa
                 f"first start to the last end)" if math.isfinite(busy_s) and busy_s < span_s - 60
                 else f"**{span_s / 60:.0f} min** from the first start to the last end" if math.isfinite(span_s)
                 else "an unknown time")
-             + ". `report.html` gathers the tables and figures, `system.md` "
-               "describes the machine and each link, `calibration.json` the calibration run."]
+             + ". `report.html` gathers the tables and figures, `system.md` describes the machine and each link"
+             + (", `calibration.json` the calibration run." if (dest / "calibration.json").is_file()
+                else "; the study has no calibration run (its links and target are fixed in params.yaml).")]
     if (dest / "NOTES.md").is_file():
         lines += ["", "What surprised us, and why: [NOTES.md](NOTES.md)."]
     claims_csv = dest / "tables" / "claims.csv"

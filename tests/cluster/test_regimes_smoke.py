@@ -89,3 +89,4 @@ def test_regimes_smoke_study_through_dvc(tmp_path):
     assert readme.index("## The seed papers' claims") < readme.index("## The links") < readme.index("cannot show")
     assert all(source in readme for source in claims["source"]) and f"| {link['rate']} | 0.5 | 2 |" in readme
     assert (out / "calibration.json").read_text() == (study / "calibration.json").read_text()
+    assert "`calibration.json` the calibration run" in readme and "no calibration run" not in readme
