@@ -729,10 +729,14 @@ def published_readme(study: Study, dest: Path, runs, span_s: float, busy_s: floa
     links_csv = dest / "tables" / "links.csv"
     lk = pd.read_csv(links_csv) if links_csv.is_file() else pd.DataFrame()
     if not lk.empty:
-        lines += ["", "## The links (`tables/links.csv`, `calibration.json`)", "",
-                  "Each link's rate, the communication share of `sync`'s step it was calibrated for (from the "
-                  "calibration run's compute and bytes a step, bandwidth only) and the share measured in `sync`'s "
-                  "runs without a straggler ((communication + wait) / step over the timed steps).", ""]
+        calibrated = (dest / "calibration.json").is_file()
+        lines += ["", f"## The links (`tables/links.csv`{', `calibration.json`' if calibrated else ''})", "",
+                  "Each link's rate, "
+                  + ("the communication share of `sync`'s step it was calibrated for (from the calibration run's "
+                     "compute and bytes a step, bandwidth only) " if calibrated else
+                     "the share aimed for (none: the rates are fixed in params.yaml) ")
+                  + "and the share measured in `sync`'s runs without a straggler ((communication + wait) / step "
+                  "over the timed steps).", ""]
         lines += _md_table(lk, ["link", "share_aimed", "np", "median", "ci_low", "ci_high", "n"])
     summary_csv = dest / "tables" / "regimes_summary.csv"
     if summary_csv.is_file():
