@@ -119,8 +119,9 @@ HOSTS = ["198.18.0.2", "198.18.0.3", "198.18.0.4"]
     # the race, and horovodrun ended the job before reporting rank 1's exit at all (seen in a fresh-clone run)
     ([CLOSED.format(0, HOSTS[1]), EXIT.format(0, 1), TERMINATING.format(0)], HOSTS,
      (1, "its connection closed first (rank 0 saw it close; horovodrun ended the job before", False)),
-    # ... but a connection seen closing only after horovodrun began terminating is its doing: nobody is named
-    ([EXIT.format(0, 1), TERMINATING.format(0), CLOSED.format(2, HOSTS[1])], HOSTS, None),
+    # ... but a connection seen closing only after horovodrun began terminating is its doing: nobody is named,
+    # though the peer that saw it (rank 2) has its exit reported
+    ([EXIT.format(0, 1), TERMINATING.format(0), CLOSED.format(2, HOSTS[1]), EXIT.format(2, 1)], HOSTS, None),
 ])
 def test_the_lost_rank_is_read_from_every_exit_horovodrun_reports(lines, hosts, expected):
     found = lost_rank(lines, over_ssh=True, hosts_by_rank=hosts)
