@@ -119,7 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.set_defaults(func=cmd_te)
 
     from .cluster.cli import add_parser as add_cluster
-    from .study import add_parser as add_study
+    from .study.cli import add_parser as add_study
 
     add_study(sub)
     add_cluster(sub)

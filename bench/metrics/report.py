@@ -1,4 +1,6 @@
-"""The report's view of a study: which runs are ok, failed or incomplete, and what they ran on."""
+"""The report's view of a study: which runs are ok, failed or incomplete, what they ran on, the summary table, and
+the text renderings the report notebook and the published README share (an interval, a Markdown table, the claims'
+verdicts: :func:`claims_lines`, the one renderer of claims.csv)."""
 
 from __future__ import annotations
 
@@ -46,14 +48,47 @@ def hardware_table(runs: list[Run]) -> pd.DataFrame:
     return pd.DataFrame(list(rows.values()), columns=cols)
 
 
+def interval_text(median: float, low: float, high: float, fmt: str = ".2f") -> str:
+    """``median [low, high]`` (``median`` alone where the interval is undefined; empty where the median is)."""
+    if not math.isfinite(median):
+        return ""
+    text = format(median, fmt)
+    return f"{text} [{format(low, fmt)}, {format(high, fmt)}]" if math.isfinite(low) and math.isfinite(high) else text
+
+
 def _interval(values, fmt: str) -> str:
     d = stats.describe(values)
-    if not d["n"]:
-        return ""
-    text = format(d["median"], fmt)
-    if math.isfinite(d["ci_low"]) and math.isfinite(d["ci_high"]):
-        text += f" [{format(d['ci_low'], fmt)}, {format(d['ci_high'], fmt)}]"
-    return text
+    return interval_text(d["median"], d["ci_low"], d["ci_high"], fmt)
+
+
+def md_table(df: pd.DataFrame, columns: list[str]) -> list[str]:
+    """The lines of a Markdown table of ``df[columns]`` (floats to 3 significant digits, NaN empty)."""
+    def cell(v):
+        if isinstance(v, float):
+            return "" if math.isnan(v) else f"{v:.3g}"
+        return str(v).replace("|", "/").replace("\n", " ")
+
+    return ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)] + [
+        "| " + " | ".join(cell(v) for v in row) + " |" for row in df[columns].itertuples(index=False)]
+
+
+def claims_lines(claims: pd.DataFrame, evidence: bool = False) -> list[str]:
+    """claims.csv (:func:`bench.metrics.claims.claims`) in Markdown: one sentence where the study tests no claim,
+    else how a verdict is reached and the table (source, claim, verdict, effect with its interval, n, rule, and with
+    ``evidence`` every test). None without claims."""
+    if claims.empty:
+        return []
+    if (claims["verdict"] == "not testable here").all():
+        return ["This study has none of the cells the claims' rules test with 3 or more repeats, so every claim is "
+                f"`not testable here` ({' / '.join(dict.fromkeys(claims['source']))}). The regimes study tests them "
+                "(`docs/results/regimes/`)."]
+    effect = "effect [95 % interval]"
+    c = claims.assign(**{effect: [("x" + text) if (text := interval_text(e, lo, hi)) else ""
+                                  for e, lo, hi in zip(claims["effect"], claims["ci_low"], claims["ci_high"])]})
+    return ["Each claim is a rule declared before the runs (`bench/metrics/claims.py`): a paired ratio over the "
+            "repeats (> 1 favours the claim), judged on the cells with 3 or more repeats, Holm-corrected across its "
+            "tests. The evidence column of the table gives every test.", ""] + \
+        md_table(c, ["source", "claim", "verdict", effect, "n", "rule", *(["evidence"] if evidence else [])])
 
 
 def summary_table(speedup: pd.DataFrame, convergence: pd.DataFrame) -> pd.DataFrame:

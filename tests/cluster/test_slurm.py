@@ -132,9 +132,10 @@ def test_sync_runs_on_both_allocated_hosts_into_the_study(repo):
 def test_dvc_stage_waits_on_a_parameter_server_job(repo):
     """``run-blocking.sh -- dvc repro run@downpour``: the study's downpour run (1 worker + its server) on 2 nodes."""
     params = yaml.safe_load((repo / "params.yaml").read_text())
-    params["studies"]["slurm-smoke"] = {"description": "downpour through Slurm (tests/cluster/test_slurm.py)",
-                                        "profile": "tiny", "algorithms": ["downpour"], "np": [1],
-                                        "sets": {"max_steps": 8, "eval_every": 0}, "target_accuracy": 0.1}
+    (repo / "pipelines" / "studies" / "slurm-smoke.yaml").write_text(yaml.safe_dump(
+        {"description": "downpour through Slurm (tests/cluster/test_slurm.py)", "profile": "tiny",
+         "algorithms": ["downpour"], "np": [1], "sets": {"max_steps": 8, "eval_every": 0}, "target_accuracy": 0.1},
+        sort_keys=False))
     params.update(study="slurm-smoke", hardware="slurm")
     (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     dvc = str(Path(sys.executable).parent / "dvc")

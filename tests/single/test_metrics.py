@@ -264,15 +264,15 @@ def test_te_grid_pairs_each_lambda_by_seed_and_calls_a_winner_only_outside_the_i
     assert grid.loc[1, "ci_low"] == pytest.approx(1.0) and grid.loc[1, "winner"] == "inconclusive"
     assert grid.loc[4, "E"] == pytest.approx(2.0) and grid.loc[4, "n"] == 3
     assert grid.loc[4, "ci_low"] > 1.0 and grid.loc[4, "winner"] == "agn"
-    from bench.study import _te_lines
+    from bench.study.readme import te_lines
 
     (tmp_path / "tables").mkdir()
     (tmp_path / "metrics").mkdir()
     grid.reset_index()[["hardware", "np", "communication_window", "E", "ci_low", "ci_high", "n", "winner"]].to_csv(
         tmp_path / "tables" / "te_grid.csv", index=False)
-    assert _te_lines(tmp_path) == []  # no metrics file: the notebook did not finish
+    assert te_lines(tmp_path) == []  # no metrics file: the notebook did not finish
     (tmp_path / "metrics" / "temporal_efficiency.json").write_text('{"grid": {"a": "agn", "b": "aeasgd"}}')
-    lines = _te_lines(tmp_path)
+    lines = te_lines(tmp_path)
     assert lines[1].startswith("## Temporal efficiency E(agn, aeasgd)")
     assert "| local | 2 | 1 | 2.00 [1.00, 4.00] | 3 | inconclusive |" in lines
     assert any(line.startswith("| local | 2 | 4 | 2.00 [") and line.endswith("| 3 | agn |") for line in lines)

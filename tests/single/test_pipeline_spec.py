@@ -3,6 +3,7 @@ code a run executes, and the import graph (one process; subprocesses only to see
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 import subprocess
@@ -16,13 +17,20 @@ from bench.algorithms import KEYS
 from conftest import REPO
 
 DVC = yaml.safe_load((REPO / "dvc.yaml").read_text())
-# modules a run of ALGO executes: its module, what the worker / launcher / study driver import, transitively
+# the suite's modules that importing the modules named on the command line loads, transitively
 CLOSURE = """
 import importlib, json, sys
-import bench.launch, bench.study, bench.worker
-importlib.import_module("bench.algorithms." + sys.argv[1])
+for name in sys.argv[1:]:
+    importlib.import_module(name)
 print(json.dumps(sorted(m.__file__ for n, m in sys.modules.items() if n.startswith("bench") and getattr(m, "__file__", None))))
 """
+ANALYSES = ("speedup", "convergence", "temporal_efficiency", "hardware", "regimes", "report")
+
+
+def executed_by(action: str, algorithm: str) -> list[str]:
+    """What a stage running ``python -m bench study <action>`` on ``algorithm`` executes: the study command and its
+    action's module, the launcher and the worker (run.ipynb launches through bench.launch), the algorithm's module."""
+    return ["bench.study.cli", f"bench.study.{action}", "bench.launch", "bench.worker", f"bench.algorithms.{algorithm}"]
 
 
 def fresh_imports(code: str, *args: str) -> list[Path]:
@@ -51,7 +59,7 @@ def test_run_stage_depends_on_everything_a_run_executes(algorithm):
     deps = [d.replace("${item.algorithm}", algorithm) for d in DVC["stages"]["run"]["deps"]]
     covered = [Path(d) for d in deps if not d.startswith(("results/", "data/", "notebooks/"))]
     exempt = {Path("bench/algorithms/__init__.py")}  # the registry's list of keys (see dvc.yaml)
-    missing = [f for f in fresh_imports(CLOSURE, algorithm) if f not in exempt
+    missing = [f for f in fresh_imports(CLOSURE, *executed_by("run", algorithm)) if f not in exempt
                and not any(f == c or c in f.parents for c in covered)]
     assert not missing, f"run@{algorithm} executes {missing}, which dvc.yaml's run stage does not depend on"
     # and no other algorithm's module is a dependency by accident (only the ones others extend are listed)
@@ -62,10 +70,37 @@ def test_run_stage_depends_on_everything_a_run_executes(algorithm):
 def test_calibrate_stage_depends_on_everything_its_sync_run_executes():
     # the calibration (before the plan: the target and the share<s> link rates) launches one run of sync
     covered = [Path(d) for d in DVC["stages"]["calibrate"]["deps"] if not d.startswith(("results/", "data/"))]
-    missing = [f for f in fresh_imports(CLOSURE, "sync") if f != Path("bench/algorithms/__init__.py")
+    missing = [f for f in fresh_imports(CLOSURE, *executed_by("calibrate", "sync")) if f != Path("bench/algorithms/__init__.py")
                and not any(f == c or c in f.parents for c in covered)]
     assert not missing, f"the calibrate stage executes {missing}, which dvc.yaml's calibrate stage does not depend on"
     assert "results/${study}/calibration.json" in DVC["stages"]["plan"]["deps"]  # the plan reads the link rates
+
+
+def notebook_study_imports(notebook: Path) -> list[str]:
+    """The modules of bench.study that a notebook's code cells import (``from bench.study[.x] import ...``)."""
+    cells = json.loads(notebook.read_text())["cells"]
+    code = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+    tree = ast.parse("\n".join(line for line in code.splitlines() if not line.lstrip().startswith(("%", "!"))))
+    return [n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and (n.module or "").startswith("bench.study")]
+
+
+@pytest.mark.parametrize("stage", ["prepare", "plan", "calibrate", "run", *ANALYSES])
+def test_each_stage_depends_on_exactly_the_modules_of_bench_study_it_loads(stage):
+    """A stage depends on the bench/study/ modules its command (and its notebook) loads, and on no other: a change
+    to publishing or to the published README's writer re-runs no stage."""
+    words = DVC["stages"][stage]["cmd"].split()
+    assert words[:4] == ["python", "-m", "bench", "study"], words
+    action, target = words[4], words[5] if len(words) > 5 else ""
+    modules = ["bench.study.cli", f"bench.study.{action}"]
+    if action == "analyse":  # the kernel of the analysis notebook loads its own
+        modules += notebook_study_imports(REPO / "notebooks" / f"{target}.ipynb")
+    if action == "run":
+        modules += notebook_study_imports(REPO / "notebooks" / "run.ipynb")
+    loaded = {f for f in fresh_imports(CLOSURE, *modules) if f.parts[:2] == ("bench", "study")}
+    deps = {Path(d) for d in DVC["stages"][stage]["deps"] if d.startswith("bench/study")}
+    assert deps == loaded, f"{stage}: depends on {sorted(map(str, deps - loaded))} it does not load; loads " \
+                           f"{sorted(map(str, loaded - deps))} it does not depend on"
+    assert not {Path("bench/study/publish.py"), Path("bench/study/readme.py")} & deps
 
 
 def test_configuration_imports_no_algorithm():
@@ -91,14 +126,32 @@ def test_hardware_profiles_resolve():
         assert resolve("sync", np=2, hardware=hw).launch.hardware == hw
 
 
-def test_every_study_of_params_yaml_is_a_valid_spec():
+def test_every_study_file_is_a_valid_spec_with_a_one_line_description():
     from bench.resolve import load_params
+    from bench.study.spec import load_study, study_names
+
+    assert "studies" not in load_params(REPO / "params.yaml")  # one place for studies: pipelines/studies/
+    names = study_names(REPO / "params.yaml")
+    assert names == sorted(p.stem for p in (REPO / "pipelines" / "studies").glob("*.yaml"))
+    assert {"laptop", "smoke", "regimes", "regimes-speedup", "regimes-te", "regimes-smoke"} <= set(names)
+    for name in names:  # the typed spec, its algorithms, repeats_where, share links, sets_by_* keys
+        study = load_study(name, REPO / "params.yaml")
+        assert study.name == name and (REPO / study.file).is_file()
+        description = study.spec.description
+        assert description.strip() and "\n" not in description, f"{study.file}: description must be one line"
+
+
+def test_an_unknown_study_is_refused_naming_the_study_files(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "bench", "study", "plan", "--study", "no-such"], cwd=str(REPO),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "unknown study 'no-such'; valid: cluster, dgx1, hermans, laptop, laptop-all, regimes," in proc.stderr
+    (tmp_path / "params.yaml").write_text((REPO / "params.yaml").read_text() + "studies:\n  old: {np: [1]}\n")
+    from bench import BenchError
     from bench.study import load_study
 
-    names = sorted(load_params(REPO / "params.yaml")["studies"])
-    assert {"laptop", "regimes", "regimes-speedup", "regimes-te", "regimes-smoke"} <= set(names)
-    for name in names:  # the typed spec, its algorithms, repeats_where, share links, sets_by_* keys
-        assert load_study(name, REPO / "params.yaml").name == name
+    with pytest.raises(BenchError, match="has a `studies:` section; a study is its own file now"):
+        load_study("old", tmp_path / "params.yaml")
 
 
 def test_list_params_prints_every_hyperparameter_with_its_default_and_the_value_params_yaml_sets():
@@ -118,8 +171,9 @@ def test_study_analyse_refuses_an_unknown_notebook_naming_the_valid_ones():
 
 
 def test_every_analysis_stage_runs_its_notebook_through_bench_study_analyse():
-    from bench.study import ANALYSES
+    from bench.study.analyse import ANALYSES as analyses
 
+    assert analyses == ANALYSES
     stages = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
     for name in ANALYSES:
         assert f"python -m bench study analyse {name} " in stages[name]["cmd"], stages[name]["cmd"]

@@ -186,20 +186,29 @@ def test_cells_of_repeats_are_paired_summarised_and_censored_runs_kept():
 
 @pytest.fixture
 def params_file(tmp_path):
+    """A copy of params.yaml beside the repository's hardware profiles and one study, ``rep`` (:func:`rep_file`)."""
     from bench.resolve import params_path
 
-    text = params_path().read_text().replace("studies:\n", "studies:\n  rep:\n    profile: tiny\n    algorithms: [sync]\n"
-                                             "    np: [1, 2]\n    repeats: 3\n    sets: {max_steps: 5}\n", 1)
     path = tmp_path / "params.yaml"
-    path.write_text(text)
-    (tmp_path / "pipelines").symlink_to(params_path().resolve().parent / "pipelines")
+    path.write_text(params_path().read_text())
+    (tmp_path / "pipelines" / "studies").mkdir(parents=True)
+    (tmp_path / "pipelines" / "hardware").symlink_to(params_path().resolve().parent / "pipelines" / "hardware")
+    (tmp_path / "pipelines" / "studies" / "rep.yaml").write_text(
+        "profile: tiny\nalgorithms: [sync]\nnp: [1, 2]\nrepeats: 3\nsets: {max_steps: 5}\n")
     return path
+
+
+@pytest.fixture
+def rep_file(params_file):
+    """The study file of ``rep``: pipelines/studies/rep.yaml beside ``params_file``."""
+    return params_file.parent / "pipelines" / "studies" / "rep.yaml"
 
 
 def test_repeats_share_the_split_differ_in_initialisation_and_are_planned_repeat_major(params_file):
     from bench.data import Shard, load_dataset
     from bench.models import build_model
-    from bench.study import load_study, planned_runs
+    from bench.study import load_study
+    from bench.study.plan import planned_runs
 
     study = load_study("rep", params_file)
     runs = planned_runs(study, "sync")
@@ -215,25 +224,26 @@ def test_repeats_share_the_split_differ_in_initialisation_and_are_planned_repeat
     assert not np.array_equal(sa.order(0), sb.order(0))  # another shard order
 
 
-def test_sets_by_np_apply_per_worker_count_before_an_algorithms_own_and_name_only_counts_the_study_runs(params_file):
-    from bench.study import load_study, planned_runs
+def test_sets_by_np_apply_per_worker_count_before_an_algorithms_own_and_name_only_counts_the_study_runs(params_file, rep_file):
+    from bench.study import load_study
+    from bench.study.plan import planned_runs
 
-    text = params_file.read_text()
-    params_file.write_text(text.replace("    sets: {max_steps: 5}\n", "    sets: {max_steps: 5}\n    sets_by_np: {2: {lr: 0.4}}\n", 1))
+    text = rep_file.read_text()
+    rep_file.write_text(text.replace("sets: {max_steps: 5}\n", "sets: {max_steps: 5}\nsets_by_np: {2: {lr: 0.4}}\n", 1))
     runs = planned_runs(load_study("rep", params_file), "sync")
     assert {(c.launch.np, c.train.lr) for c in runs} == {(1, 0.05), (2, 0.4)}  # tiny's lr 0.05 at np 1
-    params_file.write_text(text.replace("    sets: {max_steps: 5}\n", "    sets: {max_steps: 5}\n    sets_by_np: {2: {lr: 0.4}}\n"
-                                        "    sets_by_algorithm: {sync: {lr: 0.2}}\n", 1))
+    rep_file.write_text(text.replace("sets: {max_steps: 5}\n", "sets: {max_steps: 5}\nsets_by_np: {2: {lr: 0.4}}\n"
+                                        "sets_by_algorithm: {sync: {lr: 0.2}}\n", 1))
     assert {c.train.lr for c in planned_runs(load_study("rep", params_file), "sync")} == {0.2}
-    params_file.write_text(text.replace("    sets: {max_steps: 5}\n", "    sets: {max_steps: 5}\n    sets_by_np: {4: {lr: 0.4}}\n", 1))
+    rep_file.write_text(text.replace("sets: {max_steps: 5}\n", "sets: {max_steps: 5}\nsets_by_np: {4: {lr: 0.4}}\n", 1))
     with pytest.raises(BenchError, match="sets_by_np names worker counts 4, which the study does not run; valid: 1, 2"):
         load_study("rep", params_file)
 
 
-def test_repeats_must_be_positive(params_file):
+def test_repeats_must_be_positive(params_file, rep_file):
     from bench.study import load_study
 
-    params_file.write_text(params_file.read_text().replace("repeats: 3", "repeats: 0"))
+    rep_file.write_text(rep_file.read_text().replace("repeats: 3", "repeats: 0"))
     with pytest.raises(BenchError, match="repeats must be >= 1, got 0"):
         load_study("rep", params_file)
 
@@ -287,7 +297,7 @@ def test_speedup_over_n_is_summarised_per_grid_point_with_intervals_and_drawn_pe
     from bench import plots
     from bench.metrics.selection import point
     from bench.metrics.throughput import speedup_table
-    from bench.study import _speedup_lines
+    from bench.study.readme import speedup_lines
 
     rows = []
     for k in range(3):
@@ -316,7 +326,7 @@ def test_speedup_over_n_is_summarised_per_grid_point_with_intervals_and_drawn_pe
     summary = stats.summarize(table, ["hardware", "algorithm", "np", "point"], ["throughput", "speedup", "efficiency"])
     (tmp_path / "tables").mkdir()
     summary.to_csv(tmp_path / "tables" / "speedup_summary.csv", index=False)
-    lines = _speedup_lines(tmp_path)
+    lines = speedup_lines(tmp_path)
     header = next(line for line in lines if line.startswith("| grid point"))
     assert header == "| grid point | algorithm | repeats | S(1) | S(2) | S(4) | S(n)/n at the largest n |"
     sync_slow = next(line for line in lines if line.startswith("| linkslow | sync |"))
@@ -326,7 +336,7 @@ def test_speedup_over_n_is_summarised_per_grid_point_with_intervals_and_drawn_pe
     no_one["point"] = [point(t, k) for t, k in zip(no_one["tag"], no_one["repeat"])]
     stats.summarize(no_one, ["hardware", "algorithm", "np", "point"], ["throughput", "speedup"]).to_csv(
         tmp_path / "tables" / "speedup_summary.csv", index=False)
-    assert _speedup_lines(tmp_path) == []
+    assert speedup_lines(tmp_path) == []
     assert "no algorithm has an np=1 run" in [t.get_text() for t in plots.speedup_over_n(no_one).axes[0].texts][0]
 
 
@@ -334,7 +344,7 @@ def test_speedup_over_n_is_summarised_per_grid_point_with_intervals_and_drawn_pe
 
 
 def test_link_rate_gives_the_aimed_share_of_a_ring_allreduce_step():
-    from bench.study import link_rate, rate_text
+    from bench.study.calibrate import link_rate, rate_text
 
     compute, payload, n = 0.014, 431_144, 4
     for share in (0.1, 0.5, 0.75, 0.9):
@@ -347,16 +357,17 @@ def test_link_rate_gives_the_aimed_share_of_a_ring_allreduce_step():
         link_rate(1.0, compute, payload, n)
 
 
-def test_share_links_are_planned_at_their_calibrated_rate_and_repeats_where_chooses_each_cells_repeats(params_file):
-    from bench.study import load_study, plan, planned_runs
+def test_share_links_are_planned_at_their_calibrated_rate_and_repeats_where_chooses_each_cells_repeats(params_file, rep_file):
+    from bench.study import load_study
+    from bench.study.plan import plan, planned_runs
 
-    text = params_file.read_text().replace(
-        "    np: [1, 2]\n    repeats: 3\n    sets: {max_steps: 5}\n",
-        "    np: [2]\n    repeats: 1\n    hardware: emu\n    sets: {max_steps: 5}\n"
-        "    grid: {link: ['', share0.5], slow_factor: [1.0, 3.0]}\n    sets_by_np: {2: {slow_ranks: [1]}}\n"
-        "    repeats_where:\n      - {sets: {link: [share0.5], slow_factor: [3.0]}, repeats: 0}\n"
-        "      - {algorithms: [sync], sets: {link: ['']}, repeats: 3}\n", 1)
-    params_file.write_text(text)
+    text = rep_file.read_text().replace(
+        "np: [1, 2]\nrepeats: 3\nsets: {max_steps: 5}\n",
+        "np: [2]\nrepeats: 1\nhardware: emu\nsets: {max_steps: 5}\n"
+        "grid: {link: ['', share0.5], slow_factor: [1.0, 3.0]}\nsets_by_np: {2: {slow_ranks: [1]}}\n"
+        "repeats_where:\n  - {sets: {link: [share0.5], slow_factor: [3.0]}, repeats: 0}\n"
+        "  - {algorithms: [sync], sets: {link: ['']}, repeats: 3}\n", 1)
+    rep_file.write_text(text)
     study = load_study("rep", params_file)
     with pytest.raises(BenchError, match="needs its calibration .* run `python -m bench study calibrate`"):
         planned_runs(study, "sync")
@@ -382,7 +393,7 @@ def test_share_links_are_planned_at_their_calibrated_rate_and_repeats_where_choo
             (ones, "sets: {link: ''}, repeats: 3}", r"invalid study 'rep' key 'repeats_where' 'sets' '': expected a list"),
             ("share0.5]", "share1.5]", "'share1.5' aims at a communication share outside")):
         assert old in text
-        params_file.write_text(text.replace(old, bad))
+        rep_file.write_text(text.replace(old, bad))
         with pytest.raises(BenchError, match=error):
             load_study("rep", params_file)
 
@@ -399,7 +410,7 @@ def test_a_studys_run_time_is_its_span_and_the_time_covered_by_its_runs(tmp_path
     """run_times: a pause between runs (or a run redone later) is in the span, not in the busy time."""
     import os
 
-    from bench.study import run_times
+    from bench.study.publish import run_times
 
     assert all(math.isnan(v) for v in run_times(tmp_path))
     for name, start, end in [("a-r0", 0, 100), ("a-r1", 50, 120), ("b-r0", 1000, 1030), ("c-r0", 1010, 1020)]:

@@ -1,0 +1,44 @@
+"""``python -m bench study analyse NOTEBOOK [--html]``: the analysis stages. ``notebooks/<name>.ipynb`` executed for the
+study with papermill, and with ``--html`` rendered without its code (:func:`analyse`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import papermill
+
+from .. import BenchError
+from ..layout import REPO_ROOT
+from .spec import Study
+
+ANALYSES = ("speedup", "convergence", "temporal_efficiency", "hardware", "regimes", "report")
+"""The analysis notebooks (``notebooks/<name>.ipynb``) a study's DVC stages execute, one stage each."""
+
+
+def analyse(study: Study, notebook: str, html: bool = False) -> Path:
+    """Execute ``notebooks/<notebook>.ipynb`` for the study with papermill (parameter ``study``) into
+    ``results/<study>/notebooks/``; with ``html``, also render it without its code as ``results/<study>/<notebook>.html``
+    (nbconvert). Returns the executed notebook's path. What each DVC analysis stage runs."""
+    if notebook not in ANALYSES:
+        raise BenchError(f"unknown analysis notebook {notebook!r}; valid: {', '.join(ANALYSES)}")
+    layout = study.layout
+    layout.notebooks.mkdir(parents=True, exist_ok=True)
+    out = layout.notebooks / f"{notebook}.ipynb"
+    papermill.execute_notebook(str(REPO_ROOT / "notebooks" / f"{notebook}.ipynb"), str(out),
+                               parameters={"study": study.name}, cwd=str(REPO_ROOT), kernel_name="python3",
+                               progress_bar=False)
+    if html:  # nbconvert only where a page is asked for
+        import nbformat
+        from nbconvert import HTMLExporter
+
+        exporter = HTMLExporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True)
+        body, _ = exporter.from_notebook_node(nbformat.read(str(out), as_version=4))
+        (layout.dir / f"{notebook}.html").write_text(body)
+    return out
+
+
+def main(study: Study, args) -> None:
+    if not args.algorithm:
+        raise BenchError(f"study analyse needs a notebook: python -m bench study analyse NAME (valid: "
+                         f"{', '.join(ANALYSES)})")
+    print(f"[analyse] {analyse(study, args.algorithm, html=args.html)}")

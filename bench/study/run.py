@@ -1,0 +1,58 @@
+"""``python -m bench study run ALGO``: the ``run@<algo>`` stage. Every planned run of ALGO launched through
+notebooks/run.ipynb (papermill; one kernel, the runs one after the other, the planned config files unchanged).
+A failed benchmark run does not fail the stage: it is kept, marked failed, and shown as failed."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import papermill
+
+from .. import BenchError
+from ..algorithms import get_algorithm
+from ..layout import REPO_ROOT
+from ..resolve import load_config
+from .spec import Study
+
+
+def run(study: Study, algorithm: str) -> list[tuple[str, str]]:
+    """Launch every planned run of ``algorithm`` through notebooks/run.ipynb (one kernel, the runs one after the
+    other, the planned config files launched unchanged); returns (run key, status) pairs."""
+    get_algorithm(algorithm)
+    layout = study.layout
+    manifest_path = layout.algorithm_plan(algorithm) / "plan.json"
+    if not manifest_path.is_file():
+        raise BenchError(f"no plan {manifest_path}: run `python -m bench study plan` (or `dvc repro plan`) first")
+    manifest = json.loads(manifest_path.read_text())
+    layout.algorithm_runs(algorithm).mkdir(parents=True, exist_ok=True)
+    if not manifest["runs"]:
+        print(f"[study] {algorithm}: not in study {study.name!r}, nothing to run")
+        return []
+    configs, outs, keys = [], [], []
+    for entry in manifest["runs"]:
+        planned = layout.dir / entry["config"]
+        cfg = load_config(planned)
+        configs.append(str(planned))
+        outs.append(str(layout.run_dir(algorithm, cfg.launch.hardware, cfg.launch.np, cfg.tag)))
+        keys.append(f"{entry['name']}@{entry['hardware']}")
+    print(f"[study] {study.name}: {algorithm}, {len(configs)} run(s): {', '.join(keys)}", flush=True)
+    layout.notebooks.mkdir(parents=True, exist_ok=True)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")  # papermill streams the notebook's output
+    papermill.execute_notebook(str(REPO_ROOT / "notebooks" / "run.ipynb"), str(layout.notebooks / f"run-{algorithm}.ipynb"),
+                               parameters={"configs": configs, "outs": outs}, cwd=str(REPO_ROOT), kernel_name="python3",
+                               progress_bar=False, log_output=True)
+    results = []
+    for key, out in zip(keys, outs):
+        summary = Path(out) / "summary.json"
+        status = json.loads(summary.read_text()).get("status", "incomplete") if summary.is_file() else "incomplete"
+        print(f"[study] {key}: {status}", flush=True)
+        results.append((key, status))
+    return results
+
+
+def main(study: Study, args) -> None:
+    if not args.algorithm:
+        raise BenchError("study run needs an algorithm: python -m bench study run ALGO")
+    run(study, args.algorithm)

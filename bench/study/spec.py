@@ -1,0 +1,251 @@
+"""What a study is: its file ``pipelines/studies/<name>.yaml`` (fields of :class:`StudySpec`), loaded and checked
+(:func:`load_study`), its ``share<s>`` links, and the one reader of its calibration (``results/<study>/calibration.json``,
+:func:`read_calibration`) with the analysis settings derived from it (:func:`study_analysis`).
+
+Every stage module of :mod:`bench.study` imports this one; nothing here runs, plans or publishes anything.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from .. import BenchError
+from ..algorithms import names
+from ..layout import StudyLayout, check_name
+from ..resolve import load_params, params_path
+from ..typed import build
+
+STUDIES = Path("pipelines") / "studies"
+"""The folder of the study files, beside params.yaml (one file per study: ``<name>.yaml``)."""
+
+
+@dataclass
+class RepeatsWhere:
+    """One entry of a study's ``repeats_where``: the repeats of the planned points it matches."""
+
+    repeats: int | None = None
+    """Runs of each matching point (0: not run; required)."""
+    algorithms: list[str] = field(default_factory=list)
+    """Algorithms it applies to (empty: every one)."""
+    np: list[int] = field(default_factory=list)
+    """Worker counts it applies to (empty: every one)."""
+    sets: dict[str, list[Any]] = field(default_factory=dict)
+    """``--set`` key -> the values it applies to (a run matches when its overrides, grid point included, give each
+    key one of its values)."""
+
+    def matches(self, algorithm: str, n: int, overrides: dict[str, Any]) -> bool:
+        return ((not self.algorithms or algorithm in self.algorithms) and (not self.np or n in self.np)
+                and all(overrides.get(key) in values for key, values in self.sets.items()))
+
+
+@dataclass
+class StudySpec:
+    """One study file, ``pipelines/studies/<name>.yaml``."""
+
+    description: str = ""
+    """What the study compares, on one line (shown in the report and the published README)."""
+    profile: str = ""
+    """Training profile of every run (empty: params.yaml's ``profile``)."""
+    algorithms: list[str] | Literal["all"] = "all"
+    """Registry keys the study runs, or ``all``."""
+    np: list[int] = field(default_factory=lambda: [1])
+    """Worker counts of every algorithm."""
+    np_by_algorithm: dict[str, list[int]] = field(default_factory=dict)
+    """Worker counts of particular algorithms (instead of ``np``)."""
+    sets: dict[str, Any] = field(default_factory=dict)
+    """``--set`` overrides of every run."""
+    grid: dict[str, list[Any]] = field(default_factory=dict)
+    """``--set`` key -> values: one run per point of the product, tagged ``<key><value>-...``; keys an
+    algorithm does not have are left out for it."""
+    sets_by_np: dict[int, dict[str, Any]] = field(default_factory=dict)
+    """``--set`` overrides of the runs at particular worker counts (after ``sets``), e.g. the learning rate scaled
+    with the workers (Goyal et al. 2017's linear scaling rule: ``{2: {lr: 0.1}}`` over a profile's 0.05)."""
+    sets_by_algorithm: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """``--set`` overrides of particular algorithms' runs (after ``sets`` and ``sets_by_np``), e.g. their
+    hyperparameters."""
+    sets_by_hardware: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """``--set`` overrides of the runs on particular hardware profiles (after ``sets``), e.g. fewer steps on a
+    slow link."""
+    hardware: list[str] | str = ""
+    """Hardware profile(s) the study runs on (empty: params.yaml's ``hardware``)."""
+    repeats: int = 1
+    """Runs of every planned point, each with its own model initialisation and shard order (``seed`` + k for repeat
+    k; the train/held-out split, ``split_seed``, stays fixed). With more than one, run names end ``r<k>`` and every
+    aggregate is per cell over the repeats (median, olympic mean, 95 % bootstrap interval; bench.metrics.stats)."""
+    target_accuracy: float | None = None
+    """Held-out accuracy whose time-to-reach the convergence and regimes notebooks report; None: derived,
+    ``target_fraction`` x the final held-out accuracy of the study's calibration run (sync, np 1:
+    ``python -m bench study calibrate``, results/<study>/calibration.json)."""
+    target_fraction: float = 0.97
+    """Fraction of the calibration run's final held-out accuracy that is the derived target."""
+    budget_s: float = 10.0
+    """Wall-clock seconds after which the notebooks report the held-out accuracy reached."""
+    repeats_where: list[RepeatsWhere] = field(default_factory=list)
+    """More repeats in particular cells (those the claims test) than ``repeats`` gives every cell: entries
+    ``{repeats: k, algorithms: [...], np: [...], sets: {key: [values]}}``; a run of a listed algorithm (every one
+    when absent) at a listed worker count (any when absent) whose overrides, grid point included, give each ``sets``
+    key one of its values (e.g. ``{link: [share0.5], slow_factor: [1.0]}``) has k repeats, 0 leaving that part of the
+    grid out; of the entries that match, the last one wins."""
+
+
+@dataclass
+class Study:
+    name: str
+    spec: StudySpec
+    params_file: Path
+    default_profile: str
+    default_hardware: str
+
+    @property
+    def layout(self) -> StudyLayout:
+        return StudyLayout(self.name, self.params_file.resolve().parent / "results")
+
+    @property
+    def file(self) -> Path:
+        """The study's file, relative to the folder of params.yaml (``pipelines/studies/<name>.yaml``)."""
+        return STUDIES / f"{self.name}.yaml"
+
+    @property
+    def profile(self) -> str:
+        return self.spec.profile or self.default_profile
+
+    @property
+    def hardware(self) -> list[str]:
+        hw = self.spec.hardware or self.default_hardware
+        return [hw] if isinstance(hw, str) else list(hw)
+
+    def overrides(self, algorithm: str, np: int, hardware: str) -> dict[str, Any]:
+        """The ``--set`` overrides of a run of ``algorithm`` at ``np`` workers on ``hardware`` (before its grid
+        point's): ``sets``, then ``sets_by_np``, ``sets_by_algorithm``, ``sets_by_hardware``, later ones winning."""
+        s = self.spec
+        return {**s.sets, **s.sets_by_np.get(np, {}), **s.sets_by_algorithm.get(algorithm, {}),
+                **s.sets_by_hardware.get(hardware, {})}
+
+    def algorithms(self) -> list[str]:
+        if self.spec.algorithms == "all":
+            return names()
+        missing = [a for a in self.spec.algorithms if a not in names()]
+        if missing:
+            raise BenchError(f"study {self.name!r} names algorithms that are not registered: {', '.join(missing)}; "
+                             f"registered: {', '.join(names())}")
+        return list(self.spec.algorithms)
+
+
+def studies_dir(params_file: Path | None = None) -> Path:
+    """``pipelines/studies/`` beside ``params_file`` (default: :func:`bench.resolve.params_path`)."""
+    return Path(params_file or params_path()).resolve().parent / STUDIES
+
+
+def study_names(params_file: Path | None = None) -> list[str]:
+    """Every study: the names of the files in :func:`studies_dir`."""
+    return sorted(p.stem for p in studies_dir(params_file).glob("*.yaml"))
+
+
+def load_study(name: str | None = None, params_file: Path | None = None) -> Study:
+    """The study ``name`` (default: params.yaml's ``study``), from its file ``pipelines/studies/<name>.yaml`` beside
+    ``params_file`` (params.yaml gives the default profile and hardware)."""
+    params_file = Path(params_file or params_path())
+    params = load_params(params_file)
+    if "studies" in params:
+        raise BenchError(f"{params_file} has a `studies:` section; a study is its own file now, "
+                         f"{studies_dir(params_file)}/<name>.yaml: move each entry there")
+    name = check_name("study", name or params.get("study") or "laptop")
+    path = studies_dir(params_file) / f"{name}.yaml"
+    if not path.is_file():
+        raise BenchError(f"unknown study {name!r}; valid: {', '.join(study_names(params_file)) or '(none)'}")
+    spec = build(StudySpec, load_params(path), what=f"study {name!r} key")
+    study = Study(name, spec, params_file, params.get("profile") or "laptop", params.get("hardware") or "local")
+    if spec.repeats < 1:
+        raise BenchError(f"study {name!r}: repeats must be >= 1, got {spec.repeats!r}")
+    if not 0 < spec.target_fraction <= 1:
+        raise BenchError(f"study {name!r}: target_fraction must be in (0, 1], got {spec.target_fraction!r}")
+    for key, valid in (("sets_by_algorithm", study.algorithms()), ("sets_by_hardware", study.hardware)):
+        bad = sorted(set(getattr(spec, key)) - set(valid))
+        if bad:
+            raise BenchError(f"study {name!r}: {key} names {', '.join(bad)}, which the study does not run; "
+                             f"valid: {', '.join(valid)}")
+    counts = worker_counts(spec)
+    bad = sorted(set(spec.sets_by_np) - set(counts))
+    if bad:
+        raise BenchError(f"study {name!r}: sets_by_np names worker counts {', '.join(map(str, bad))}, which the study "
+                         f"does not run; valid: {', '.join(map(str, counts))}")
+    for i, entry in enumerate(spec.repeats_where):
+        what = f"study {name!r}: repeats_where[{i}]"
+        if entry.repeats is None:
+            raise BenchError(f"{what} has no repeats; give one, an integer >= 0 (0: not run)")
+        if entry.repeats < 0:
+            raise BenchError(f"{what}: repeats must be an integer >= 0 (0: not run), got {entry.repeats!r}")
+        bad = sorted(set(entry.algorithms) - set(study.algorithms()))
+        if bad:
+            raise BenchError(f"{what} names {', '.join(bad)}, which the study does not run; valid: "
+                             f"{', '.join(study.algorithms())}")
+    for share in aimed_shares(spec):
+        if not 0 < share < 1:
+            raise BenchError(f"study {name!r}: link 'share{share:g}' aims at a communication share outside (0, 1); "
+                             f"valid: share0.1 ... share0.9")
+    return study
+
+
+def worker_counts(spec: StudySpec) -> list[int]:
+    """Every worker count the study runs."""
+    return sorted({n for ns in [spec.np, *spec.np_by_algorithm.values()] for n in ns})
+
+
+LINK_SHARE = "share"
+"""A study's ``link`` value ``share<s>`` (in ``sets``, ``grid`` or ``sets_by_*``) is the link rate that gives ``sync``
+a communication share of about s of its step at the study's largest worker count, chosen by the calibration
+(:func:`bench.study.calibrate.link_rate`), e.g. ``grid: {link: ["", share0.5, share0.9]}``."""
+
+
+def link_share(value: Any) -> float | None:
+    """The communication share a ``link`` value aims at (``share0.5`` -> 0.5), None for a plain rate."""
+    if not (isinstance(value, str) and value.startswith(LINK_SHARE)):
+        return None
+    try:
+        return float(value[len(LINK_SHARE):])
+    except ValueError:
+        raise BenchError(f"link {value!r} is neither a rate (100mbit, 1gbit, ...) nor share<s> with s a number in "
+                         f"(0, 1), e.g. share0.5") from None
+
+
+def aimed_shares(spec: StudySpec) -> list[float]:
+    """The communication shares the study's ``share<s>`` links aim at (sorted, each once)."""
+    values = [spec.sets.get("link"), *spec.grid.get("link", []),
+              *(d.get("link") for d in [*spec.sets_by_np.values(), *spec.sets_by_algorithm.values(),
+                                        *spec.sets_by_hardware.values()])]
+    return sorted({s for s in map(link_share, values) if s is not None})
+
+
+def read_calibration(layout: StudyLayout, needed_for: str = "") -> dict | None:
+    """``results/<study>/calibration.json`` (written by :func:`bench.study.calibrate.calibrate`): the one reader.
+    Missing: None, or, where ``needed_for`` says what needs it, a one-line error naming the command that writes it."""
+    path = layout.dir / "calibration.json"
+    if path.is_file():
+        return json.loads(path.read_text())
+    if needed_for:
+        raise BenchError(f"study {layout.study!r} needs its calibration ({path}) {needed_for}: run "
+                         f"`python -m bench study calibrate` (or `dvc repro calibrate`)")
+    return None
+
+
+def study_analysis(name: str, target_accuracy: float | None = None, budget_s: float | None = None,
+                   results_root: Path | None = None) -> tuple[float, float]:
+    """The analysis settings of study ``name`` unless given: its file's fixed ``target_accuracy``, else the derived
+    target of its calibration (:func:`read_calibration`), and ``budget_s``. A study without a file (e.g. ``adhoc``)
+    has no target (NaN: every time to target is censored)."""
+    try:
+        study = load_study(name)
+        spec = study.spec
+    except BenchError:
+        study, spec = None, StudySpec()
+    if target_accuracy is None:
+        target_accuracy = spec.target_accuracy
+    if target_accuracy is None and study is not None:
+        layout = StudyLayout(name, Path(results_root) if results_root else study.layout.root)
+        target_accuracy = float(read_calibration(layout, "for its derived target accuracy")["target_accuracy"])
+    return (math.nan if target_accuracy is None else target_accuracy,
+            spec.budget_s if budget_s is None else budget_s)
