@@ -14,7 +14,7 @@ import pandas as pd
 import seaborn as sns
 
 from .metrics.regimes import link_order
-from .metrics.selection import FAMILIES, family, frame_keys, frame_points
+from .metrics.selection import FAMILIES, family, frame_grid_points, frame_points
 
 sns.set_theme(style="whitegrid", context="notebook")
 
@@ -94,30 +94,38 @@ def training_curves(steps: pd.DataFrame, title: str = "workers' mini-batch accur
     return fig
 
 
-def _per_point(table: pd.DataFrame, vs: list[str]) -> pd.DataFrame:
-    """One row per grid point (``point``: the tag without the repeat, after the hardware profile where a table spans
-    several), algorithm and workers: the median throughput
-    and S(n) over the repeats, each with the 95 % bootstrap interval of the median (NaN with fewer than 3;
-    :mod:`bench.metrics.stats`; a run alone keeps its own sub-window throughput interval,
-    :func:`bench.metrics.throughput.window_throughput`), and the median of each ``vs`` column."""
-    from .metrics import stats
-    from .metrics.selection import point
+def _cells(summary: pd.DataFrame, metrics: list[str]) -> pd.DataFrame:
+    """One row per cell (hardware, algorithm, workers, grid point) of a :func:`bench.metrics.stats.summarize` table
+    (speedup_summary.csv) with, per metric, its median over the repeats (``<metric>``) and the 95 % bootstrap interval
+    of the median (``<metric>_low``, ``<metric>_high``; NaN with fewer than 3), ``repeats`` (the first metric's n), and
+    ``label``: the grid point, after the hardware profile where the table spans several (machines are never pooled)."""
+    df = summary[summary["metric"].isin(metrics)].assign(point=lambda d: d["point"].fillna("").astype(str))
+    wide = df.set_index(["hardware", "point", "algorithm", "np", "metric"])[["median", "ci_low", "ci_high", "n"]]
+    wide = wide.unstack("metric")
+    out = pd.DataFrame(index=wide.index)
+    for m in metrics:
+        for column, stat in ((m, "median"), (f"{m}_low", "ci_low"), (f"{m}_high", "ci_high")):
+            out[column] = wide[(stat, m)] if (stat, m) in wide else float("nan")
+    out["repeats"] = wide[("n", metrics[0])] if ("n", metrics[0]) in wide else 0
+    out = out.reset_index()
+    several = out["hardware"].nunique() > 1
+    return out.assign(label=[f"{hw} {pt}".strip() if several else pt for hw, pt in zip(out["hardware"], out["point"])])
 
-    tags = table["tag"].fillna("") if "tag" in table else pd.Series("", index=table.index)
-    reps = table["repeat"].fillna(0).astype(int) if "repeat" in table else pd.Series(0, index=table.index)
-    points = [point(t, k) for t, k in zip(tags, reps)]
-    if "hardware" in table and table["hardware"].nunique() > 1:  # machines are never pooled either
-        points = [f"{hw} {pt}".strip() for hw, pt in zip(table["hardware"], points)]
-    df = table.assign(point=points)
-    rows = []
-    for (pt, algo, n), g in df.groupby(["point", "algorithm", "np"], sort=True):
-        tp, sp = stats.describe(g["throughput"]), stats.describe(g["speedup"])
-        if len(g) == 1 and {"ci_low", "ci_high"} <= set(g):
-            tp["ci_low"], tp["ci_high"] = g["ci_low"].iloc[0], g["ci_high"].iloc[0]
-        rows.append({"point": pt, "algorithm": algo, "np": n, "repeats": len(g), "throughput": tp["median"],
-                     "ci_low": tp["ci_low"], "ci_high": tp["ci_high"], "speedup": sp["median"],
-                     "speedup_low": sp["ci_low"], "speedup_high": sp["ci_high"], **{c: g[c].median() for c in vs}})
-    return pd.DataFrame(rows)
+
+def _own_intervals(cells: pd.DataFrame, runs: pd.DataFrame | None) -> pd.DataFrame:
+    """``cells`` where a configuration has one run: its throughput interval is that run's own (the sub-window one of
+    :func:`bench.metrics.throughput.window_throughput`, speedup.csv's ``ci_low``, ``ci_high``), as its repeats give
+    none."""
+    if runs is None or runs.empty or not {"ci_low", "ci_high"} <= set(runs):
+        return cells
+    keys = ["hardware", "point", "algorithm", "np"]
+    alone = runs.assign(point=frame_grid_points(runs)).drop_duplicates(keys, keep=False).set_index(keys)
+    out = cells.copy()
+    for i, cell in out[out["repeats"] == 1].iterrows():
+        key = tuple(cell[k] for k in keys)
+        if key in alone.index:
+            out.loc[i, ["throughput_low", "throughput_high"]] = alone.loc[key, ["ci_low", "ci_high"]].to_numpy(float)
+    return out
 
 
 def _yerr(g: pd.DataFrame, y: str, low: str, high: str):
@@ -125,26 +133,27 @@ def _yerr(g: pd.DataFrame, y: str, low: str, high: str):
     return [(g[y] - g[low]).clip(lower=0).fillna(0), (g[high] - g[y]).clip(lower=0).fillna(0)]
 
 
-def scaling(table: pd.DataFrame, title: str = "throughput and speedup") -> plt.Figure:
-    """Throughput, speedup S(n) against the ideal, and throughput against sync at the same n, vs workers: one row of
-    three panels per grid point (e.g. per link, never mixed). Each point is the median over the repeats with the
-    95 % bootstrap interval of the median (none with fewer than 3 repeats; :mod:`bench.metrics.stats`); a run alone
-    draws its own throughput interval (the sub-window one of :func:`bench.metrics.throughput.window_throughput`)."""
-    if table.empty:
+def scaling(summary: pd.DataFrame, runs: pd.DataFrame | None = None,
+            title: str = "throughput and speedup") -> plt.Figure:
+    """Throughput, speedup S(n) against the ideal, and throughput against sync at the same n, vs workers, from
+    speedup_summary.csv (``summary``): one row of three panels per grid point (e.g. per link, never mixed). Each point
+    is the median over the repeats with the 95 % bootstrap interval of the median (none with fewer than 3 repeats); a
+    run alone draws its own throughput interval, from speedup.csv (``runs``: :func:`_own_intervals`)."""
+    if summary.empty:
         return _empty(title)
-    vs = [c for c in table if c.startswith("vs_")]
-    per = _per_point(table, vs)
+    vs = sorted(m for m in set(summary["metric"]) if m.startswith("vs_"))
+    per = _own_intervals(_cells(summary, ["throughput", "speedup", *vs]), runs)
     if (per["repeats"] > 1).any():
         title += " (median over repeats, 95 % interval)"
-    points = sorted(per["point"].unique())
+    points = sorted(per["label"].unique())
     fig, axes = plt.subplots(len(points), 3, figsize=(16, 4.5 * len(points)), squeeze=False)
     ns = sorted(per["np"].unique())
     algos = sorted(per["algorithm"].unique())
     colours = dict(zip(algos, sns.color_palette("tab10" if len(algos) <= 10 else "husl", len(algos))))
     for row, pt in zip(axes, points):
-        for algo, g in per[per["point"] == pt].sort_values("np").groupby("algorithm"):
+        for algo, g in per[per["label"] == pt].sort_values("np").groupby("algorithm"):
             c = colours[algo]
-            row[0].errorbar(g["np"], g["throughput"], yerr=_yerr(g, "throughput", "ci_low", "ci_high"), marker="o",
+            row[0].errorbar(g["np"], g["throughput"], yerr=_yerr(g, "throughput", "throughput_low", "throughput_high"), marker="o",
                             capsize=3, color=c, label=algo)
             row[1].errorbar(g["np"], g["speedup"], yerr=_yerr(g, "speedup", "speedup_low", "speedup_high"), marker="o",
                             capsize=3, color=c, label=algo)
@@ -159,23 +168,24 @@ def scaling(table: pd.DataFrame, title: str = "throughput and speedup") -> plt.F
             ax.set_xticks(ns)
             if pt:
                 ax.set_title(pt, fontsize=10)
-        row[2].legend(loc="upper left", bbox_to_anchor=(1.02, 1), fontsize=8)
+        if vs:
+            row[2].legend(loc="upper left", bbox_to_anchor=(1.02, 1), fontsize=8)
     fig.suptitle(title)
     fig.tight_layout()
     return fig
 
 
-def speedup_over_n(table: pd.DataFrame, title: str = "speedup over n: S(n) = throughput(n) / one worker's") -> plt.Figure:
-    """S(n) against the workers n with the 95 % bootstrap interval of the median over the repeats: one row per grid
-    point (e.g. per link), one column per algorithm family, ``sync`` (black, dashed) in every panel as the
-    reference and the ideal S(n) = n dotted; the label gives the scaling efficiency S(n)/n at the largest n. S(n)
-    divides by the algorithm's own one-worker throughput, else by ``sync``'s (``speedup_over`` in speedup.csv)."""
-    df = table.dropna(subset=["speedup"]) if not table.empty else table
-    if df.empty:
+def speedup_over_n(summary: pd.DataFrame, title: str = "speedup over n: S(n) = throughput(n) / one worker's") -> plt.Figure:
+    """S(n) against the workers n with the 95 % bootstrap interval of the median over the repeats, from
+    speedup_summary.csv (``summary``): one row per grid point (e.g. per link), one column per algorithm family,
+    ``sync`` (black, dashed) in every panel as the reference and the ideal S(n) = n dotted; the label gives the
+    scaling efficiency S(n)/n at the largest n. S(n) divides by the algorithm's own one-worker throughput, else by
+    ``sync``'s (``speedup_over`` in speedup.csv)."""
+    per = _cells(summary, ["speedup"]).dropna(subset=["speedup"]) if not summary.empty else summary
+    if per.empty:
         return _empty(title, "no algorithm has an np=1 run to divide by")
-    per = _per_point(df, [])
     per["family"] = [family(a) for a in per["algorithm"]]
-    points, fams, ns = sorted(per["point"].unique()), _families(per["family"]), sorted(per["np"].unique())
+    points, fams, ns = sorted(per["label"].unique()), _families(per["family"]), sorted(per["np"].unique())
     fig, axes = plt.subplots(len(points), len(fams), figsize=(4.2 * len(fams) + 1, 3.8 * len(points)), squeeze=False,
                              sharex=True, sharey=True)
     others = sorted(set(per["algorithm"]) - {"sync"})
@@ -189,7 +199,7 @@ def speedup_over_n(table: pd.DataFrame, title: str = "speedup over n: S(n) = thr
                                             f"{top['np']:g})")
 
     for row, pt in zip(axes, points):
-        here = per[per["point"] == pt]
+        here = per[per["label"] == pt]
         ref = here[here["algorithm"] == "sync"]
         for ax, fam in zip(row, fams):
             ax.plot(ns, ns, color="0.5", ls=":", lw=1, label="ideal S(n) = n")
@@ -207,16 +217,21 @@ def speedup_over_n(table: pd.DataFrame, title: str = "speedup over n: S(n) = thr
     return fig
 
 
-def efficiency(table: pd.DataFrame, title: str = "scaling efficiency S(n)/n") -> plt.Figure:
-    """Bars of S(n)/n per algorithm and workers (the median over a study's repeats)."""
-    df = table.dropna(subset=["efficiency"]) if not table.empty else table
-    if df.empty:
+def efficiency(summary: pd.DataFrame, title: str = "scaling efficiency S(n)/n") -> plt.Figure:
+    """Bars of S(n)/n per algorithm and workers, the median over a study's repeats (speedup_summary.csv,
+    ``summary``), one panel per grid point."""
+    per = _cells(summary, ["efficiency"]).dropna(subset=["efficiency"]) if not summary.empty else summary
+    if per.empty:
         return _empty(title, "no algorithm has an np=1 run")
-    fig, ax = plt.subplots(figsize=(max(6, 0.6 * df["algorithm"].nunique() + 3), 4))
-    sns.barplot(data=df, x="algorithm", y="efficiency", hue="np", ax=ax, estimator="median", errorbar=None)
-    ax.axhline(1.0, color="k", ls="--", lw=1)
-    ax.set_title(title)
-    ax.tick_params(axis="x", rotation=45)
+    points = sorted(per["label"].unique())
+    fig, axes = plt.subplots(len(points), 1, figsize=(max(6, 0.6 * per["algorithm"].nunique() + 3), 4 * len(points)),
+                             squeeze=False)
+    for ax, pt in zip(axes[:, 0], points):
+        sns.barplot(data=per[per["label"] == pt], x="algorithm", y="efficiency", hue="np", ax=ax, errorbar=None)
+        ax.axhline(1.0, color="k", ls="--", lw=1)
+        ax.set_title(f"{title} (median over repeats)" + (f", {pt}" if pt else ""))
+        ax.tick_params(axis="x", rotation=45)
+    fig.tight_layout()
     return fig
 
 
@@ -317,16 +332,6 @@ def hardware(table: pd.DataFrame, y: str = "throughput", title: str = "throughpu
     return g.figure
 
 
-def status_html(status: pd.DataFrame) -> str:
-    """The run-status table as HTML, rows that are not ``ok`` highlighted (failed: red)."""
-    colours = {"ok": "", "failed": "background-color: #f8d0d0", "incomplete": "background-color: #fbe3c0",
-               "not run": "background-color: #e6e6e6"}
-    cols = [c for c in ("algorithm", "np", "tag", "hardware", "status", "reason", "wall_s", "final_accuracy") if c in status]
-    df = status[cols]
-    return (df.style.apply(lambda row: [colours.get(row["status"], "")] * len(row), axis=1)
-            .format(precision=3, na_rep="").hide(axis="index").to_html())
-
-
 def regimes_heatmap(cells: pd.DataFrame, regimes: list[str], value: str = "speedup_vs_sync",
                     title: str = "throughput against sync in the same regime", mark: str | None = "throughput_window") -> plt.Figure:
     """Heatmap algorithm (rows) × regime (columns, in the given order) of a ratio ``value`` (from
@@ -357,31 +362,46 @@ def regimes_heatmap(cells: pd.DataFrame, regimes: list[str], value: str = "speed
     return fig
 
 
-def throughput_vs_link(cells: pd.DataFrame, links: list[str], title: str = "throughput against link bandwidth") -> plt.Figure:
-    """Throughput per algorithm against the link, slowest first, without stragglers: one panel per algorithm family
-    (one line per algorithm, its median over the repeats, the band its 95 % interval), ``sync`` drawn in every panel
-    as the reference (black, dashed)."""
-    df = cells[cells["straggler"] == "none"] if not cells.empty else cells
+def _series(df: pd.DataFrame) -> list[str]:
+    """A line's name per row of a regimes summary: the algorithm, then what else tells its lines apart where the
+    study has several (workers, the grid point without its link, the hardware profile)."""
+    rest = ["-".join(p for p in (pt if isinstance(pt, str) else "").split("-") if not p.startswith("link"))
+            for pt in df["point"]]
+    several = {c: len(set(v)) > 1 for c, v in (("np", df["np"]), ("rest", rest), ("hardware", df["hardware"]))}
+    return [a + (f" np{n}" if several["np"] else "") + (f" {r}" if several["rest"] and r else "")
+            + (f" @{hw}" if several["hardware"] else "") for a, n, r, hw in zip(df["algorithm"], df["np"], rest, df["hardware"])]
+
+
+def throughput_vs_link(summary: pd.DataFrame, links: list[str], title: str = "throughput against link bandwidth") -> plt.Figure:
+    """Throughput against the link, slowest first, without stragglers, from regimes_summary.csv (``summary``): one
+    panel per algorithm family, one line per algorithm (:func:`_series`) through its medians over the repeats, the
+    band the 95 % bootstrap interval of the median; ``sync`` drawn in every panel as the reference (black, dashed)."""
+    df = summary[(summary["straggler"] == "none") & (summary["metric"] == "throughput")].dropna(subset=["median"]) \
+        if not summary.empty else summary
     if df.empty:
         return _empty(title)
     order = [lk for lk in links if lk in set(df["link"])] + sorted(set(df["link"]) - set(links))
-    df = df.assign(x=df["link"].map({lk: i for i, lk in enumerate(order)}), family=[family(a) for a in df["algorithm"]])
+    df = df.assign(x=df["link"].map({lk: i for i, lk in enumerate(order)}), family=[family(a) for a in df["algorithm"]],
+                   series=_series(df)).sort_values("x")
     fams = _families(df["family"])
+    others = sorted(set(df.loc[df["algorithm"] != "sync", "series"]))
+    colours = dict(zip(others, sns.color_palette("tab10" if len(others) <= 10 else "husl", len(others))))
     fig, axes = plt.subplots(1, len(fams), figsize=(4.8 * len(fams) + 1.5, 4.8), squeeze=False, sharey=True)
-    ref = df[df["algorithm"] == "sync"].sort_values("x")
+
+    def line(ax, g, marker="o", **kw):
+        ax.plot(g["x"], g["median"], marker=marker, **kw)
+        ax.fill_between(g["x"], g["ci_low"], g["ci_high"], color=kw["color"], alpha=0.15, lw=0)
+
     for ax, fam in zip(axes[0], fams):
-        sub = df[(df["family"] == fam) & (df["algorithm"] != "sync")].sort_values("x")
-        if not sub.empty:
-            sns.lineplot(data=sub, x="x", y="throughput", hue="algorithm", style="algorithm", markers=True,
-                         dashes=False, estimator="median", errorbar=("pi", 95), ax=ax)
-        if not ref.empty:
-            sns.lineplot(data=ref, x="x", y="throughput", color="black", linestyle="--", estimator="median",
-                         errorbar=None, label="sync", ax=ax)
+        for name, g in df[(df["family"] == fam) & (df["algorithm"] != "sync")].groupby("series"):
+            line(ax, g, color=colours[name], label=name)
+        for (name, g), marker in zip(df[df["algorithm"] == "sync"].groupby("series"), "os^vD<>"):
+            line(ax, g, color="black", ls="--", label=name, marker=marker)
         ax.set_xticks(range(len(order)))
         ax.set_xticklabels(order, rotation=30, ha="right")
         ax.set_yscale("log")
         ax.set_xlabel("link (bandwidth only; latency not emulated)")
-        ax.set_ylabel("samples / s, all workers")
+        ax.set_ylabel("samples / s, all workers (median, 95 % interval)")
         ax.set_title(fam)
         ax.legend(fontsize=7, title=None)
     fig.suptitle(title)

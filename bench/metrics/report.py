@@ -9,8 +9,7 @@ import math
 import pandas as pd
 
 from ..results import Run
-from . import stats
-from .selection import FAMILIES, family, frame_keys, point
+from .selection import FAMILIES, family, frame_grid_points, frame_keys
 
 
 def status_summary(status: pd.DataFrame) -> str:
@@ -56,11 +55,6 @@ def interval_text(median: float, low: float, high: float, fmt: str = ".2f") -> s
     return f"{text} [{format(low, fmt)}, {format(high, fmt)}]" if math.isfinite(low) and math.isfinite(high) else text
 
 
-def _interval(values, fmt: str) -> str:
-    d = stats.describe(values)
-    return interval_text(d["median"], d["ci_low"], d["ci_high"], fmt)
-
-
 def md_table(df: pd.DataFrame, columns: list[str]) -> list[str]:
     """The lines of a Markdown table of ``df[columns]`` (floats to 3 significant digits, NaN empty)."""
     def cell(v):
@@ -91,31 +85,68 @@ def claims_lines(claims: pd.DataFrame, evidence: bool = False) -> list[str]:
         md_table(c, ["source", "claim", "verdict", effect, "n", "rule", *(["evidence"] if evidence else [])])
 
 
-def summary_table(speedup: pd.DataFrame, convergence: pd.DataFrame) -> pd.DataFrame:
-    """The report's first table: one row per configuration (hardware, algorithm, workers, grid point) with the
-    median over its repeats and the 95 % bootstrap interval of the median (none below 3 repeats) of throughput,
-    speedup S(n) (over ``speedup_over``), time to the target (``seconds_to_<target>`` of the convergence table;
-    ``censored`` counts the repeats that never reached it, whose time is their training time, a lower bound) and
-    final held-out accuracy. From the analysis notebooks' speedup.csv and convergence.csv."""
-    cols = ["family", "algorithm", "np", "point", "hardware", "repeats", "samples/s", "speedup", "speedup over",
-            "seconds to target", "censored", "final accuracy"]
+SUMMARY_COLUMNS = ["family", "algorithm", "np", "point", "hardware", "repeats", "samples/s", "speedup", "speedup over",
+                   "seconds to target", "censored", "final accuracy"]
+
+
+def _interval_texts(summary: pd.DataFrame, formats: dict[str, str]) -> dict[tuple, dict]:
+    """(hardware, algorithm, np, point) -> metric -> ``median [interval]`` of a :func:`bench.metrics.stats.summarize`
+    table (``censored``: the censored repeats of ``time_to_target_s``), for the metrics in ``formats``."""
+    out: dict[tuple, dict] = {}
+    if summary.empty:
+        return out
+    for r in summary[summary["metric"].isin(formats)].itertuples(index=False):
+        cell = out.setdefault((r.hardware, r.algorithm, int(r.np), r.point if isinstance(r.point, str) else ""), {})
+        cell[r.metric] = interval_text(r.median, r.ci_low, r.ci_high, formats[r.metric])
+        if r.metric == "time_to_target_s":
+            cell["censored"] = int(r.censored)
+    return out
+
+
+def summary_table(speedup: pd.DataFrame, speedup_summary: pd.DataFrame, regimes_summary: pd.DataFrame) -> pd.DataFrame:
+    """The report's first table: one row per configuration (hardware, algorithm, workers, grid point) of speedup.csv
+    (``speedup``: its repeats and which one-worker run S(n) divides by) with what the analysis tables hold for it:
+    the median over its repeats and the 95 % bootstrap interval of the median (none below 3 repeats) of throughput
+    and speedup S(n) (speedup_summary.csv), of the time to the target (``censored``: the repeats that never reached
+    it, whose time is their training time, a lower bound) and of the final held-out accuracy (regimes_summary.csv)."""
     if speedup.empty:
-        return pd.DataFrame(columns=cols)
-    target = next((c for c in convergence.columns if c.startswith("seconds_to_")), None)
-    on = ["hardware", "algorithm", "np", "tag"]
-    conv = convergence[[*on, *([target] if target else []), "censored", "final_accuracy"]] if len(convergence) else None
-    df = speedup.merge(conv, on=on, how="left") if conv is not None else speedup.assign(censored=False)
-    df["point"] = [point(t if isinstance(t, str) else "", int(k)) for t, k in zip(df["tag"], df["repeat"])]
+        return pd.DataFrame(columns=SUMMARY_COLUMNS)
+    texts = _interval_texts(speedup_summary, {"throughput": ".0f", "speedup": ".2f"})
+    for cell, more in _interval_texts(regimes_summary, {"time_to_target_s": ".2f", "final_accuracy": ".3f"}).items():
+        texts.setdefault(cell, {}).update(more)
+    runs = speedup.assign(point=frame_grid_points(speedup))
     rows = []
-    for (hw, algo, n, pt), g in df.groupby(["hardware", "algorithm", "np", "point"], sort=False):
+    for (hw, algo, n, pt), g in runs.groupby(["hardware", "algorithm", "np", "point"], sort=False):
+        t = texts.get((hw, algo, int(n), pt), {})
         rows.append({"family": family(algo), "algorithm": algo, "np": n, "point": pt, "hardware": hw,
-                     "repeats": len(g), "samples/s": _interval(g["throughput"], ".0f"),
-                     "speedup": _interval(g["speedup"], ".2f"),
+                     "repeats": len(g), "samples/s": t.get("throughput", ""), "speedup": t.get("speedup", ""),
                      "speedup over": ", ".join(sorted(set(g["speedup_over"].dropna()) - {""})) if "speedup_over" in g else "",
-                     "seconds to target": _interval(g[target], ".2f") if target else "",
-                     "censored": int(g["censored"].fillna(False).astype(bool).sum()),
-                     "final accuracy": _interval(g["final_accuracy"], ".3f") if "final_accuracy" in g else ""})
-    out = pd.DataFrame(rows, columns=cols)
+                     "seconds to target": t.get("time_to_target_s", ""), "censored": t.get("censored", 0),
+                     "final accuracy": t.get("final_accuracy", "")})
+    out = pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
     order = {f: i for i, f in enumerate(FAMILIES)}
     return out.sort_values(["family", "algorithm", "np", "point"], key=lambda s: s.map(order).fillna(len(order))
                            if s.name == "family" else s, ignore_index=True)
+
+
+STATUS_COLOURS = {"ok": "", "failed": "background-color: #f8d0d0", "incomplete": "background-color: #fbe3c0",
+                  "not run": "background-color: #e6e6e6"}
+"""The background of a run-status row in the report (failed: red)."""
+
+
+def status_html(status: pd.DataFrame) -> str:
+    """The run list of :func:`bench.metrics.selection.status_table` as HTML, the rows that are not ``ok``
+    highlighted (:data:`STATUS_COLOURS`)."""
+    cols = [c for c in ("algorithm", "np", "tag", "hardware", "status", "reason", "wall_s", "final_accuracy") if c in status]
+    return table_html(status[cols], STATUS_COLOURS)
+
+
+def table_html(df: pd.DataFrame, highlight: dict[str, str] | None = None) -> str:
+    """A table for the report: no index, no column that is empty in every row (NaN or ""), floats to 3 decimals;
+    ``highlight``: ``status`` value -> CSS of the rows with it."""
+    empty = [c for c in df.columns if df[c].isna().all() or (df[c].astype(str).str.strip() == "").all()]
+    df = df.drop(columns=empty)
+    style = df.style
+    if highlight and "status" in df:
+        style = style.apply(lambda row: [highlight.get(row["status"], "")] * len(row), axis=1)
+    return style.format(precision=3, na_rep="").hide(axis="index").to_html()

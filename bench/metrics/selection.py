@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from .. import BenchError
+from ..algorithms import get_algorithm
 from ..layout import run_key
 from ..results import Run
 
@@ -49,11 +51,18 @@ def point_key(run: Run) -> str:
     return run_key(lab["algorithm"], lab["np"], point_of(run), lab["hardware"])
 
 
+def frame_grid_points(df: pd.DataFrame) -> pd.Series:
+    """:func:`point` of every row of a frame with a ``tag`` column (and ``repeat``, if it has one; a missing tag is
+    the empty one): the one place a frame's grid points are built."""
+    tags = df["tag"] if "tag" in df else pd.Series("", index=df.index)
+    reps = df["repeat"].fillna(0) if "repeat" in df else pd.Series(0, index=df.index)
+    return pd.Series([point(t, int(k)) for t, k in zip(tags, reps)], index=df.index, dtype=object)
+
+
 def frame_points(df: pd.DataFrame) -> pd.Series:
     """:func:`point_key` of every row of a frame with the :data:`KEYS` columns (and ``repeat``, if it has one)."""
-    reps = df["repeat"] if "repeat" in df else pd.Series(0, index=df.index)
-    return pd.Series([run_key(a, n, point(t, int(k)), h) for a, n, t, k, h
-                      in zip(df["algorithm"], df["np"], df["tag"], reps, df["hardware"])], index=df.index, dtype=object)
+    return pd.Series([run_key(a, n, pt, h) for a, n, pt, h
+                      in zip(df["algorithm"], df["np"], frame_grid_points(df), df["hardware"])], index=df.index, dtype=object)
 
 
 FAMILIES = ("allreduce", "parameter-server", "decentralised")
@@ -62,9 +71,6 @@ FAMILIES = ("allreduce", "parameter-server", "decentralised")
 
 def family(algorithm: str) -> str:
     """The family of a registered algorithm (its class's ``family``), ``other`` for a name the registry lacks."""
-    from .. import BenchError
-    from ..algorithms import get_algorithm
-
     try:
         return get_algorithm(algorithm).family
     except BenchError:
@@ -72,7 +78,7 @@ def family(algorithm: str) -> str:
 
 
 def point(tag: str, repeat: int) -> str:
-    """A run's grid point: its tag without the repeat's ``r<k>`` (bench.study.repeat_tag): what its repeats share."""
+    """A run's grid point: its tag without the repeat's ``r<k>`` (bench.study.plan.repeat_tag): what its repeats share."""
     tag = tag if isinstance(tag, str) else ""
     if tag == f"r{repeat}":
         return ""

@@ -151,7 +151,12 @@ def test_report_lists_the_failed_run_and_gathers_the_figures(analysed, tmp_path)
     assert "injected fault at step 3" in text          # the failed run's reason
     assert "1 failed" in text and "4 ok" in text
     images = sum(1 for c in nb["cells"] for o in c.get("outputs", []) if "image/png" in o.get("data", {}))
-    assert images == 14
+    assert images == 15  # every figure the analysis notebooks draw
+    # the answer before the figures, the run list last; tables without the pandas index or an all-empty column
+    assert text.index("The answer") < text.index("Throughput and speedup") < text.index("Every run")
+    assert text.index("Every run") < text.index("injected fault at step 3")
+    assert 'class="dataframe"' not in text and "row_heading" not in text  # every table through report.table_html
+
 
 
 def test_corrupt_results_file_stops_the_analysis_naming_it(results_root, tmp_path):

@@ -271,7 +271,7 @@ def test_a_censored_time_to_target_bounds_the_comparison_one_way_only():
     assert r["n"] == 0 and r["outcome"] == "inconclusive"
 
 
-def test_the_reports_summary_gives_each_configuration_its_median_interval_and_censored_repeats():
+def test_the_reports_summary_gives_each_configuration_its_median_interval_and_censored_repeats(tmp_path):
     from bench.metrics.report import summary_table
 
     rows, conv = [], []
@@ -282,20 +282,32 @@ def test_the_reports_summary_gives_each_configuration_its_median_interval_and_ce
             rows.append(dict(hardware="local", study="s", algorithm=algo, np=n, tag=tag, repeat=k, throughput=tp))
             conv.append(dict(hardware="local", study="s", algorithm=algo, np=n, tag=tag, repeat=k, final_accuracy=0.9,
                              censored=censored, **{"seconds_to_0.9": secs}))
+    from bench.metrics.selection import frame_grid_points
     from bench.metrics.throughput import speedup_table
 
-    table = summary_table(speedup_table(pd.DataFrame(rows)), pd.DataFrame(conv)).set_index(["algorithm", "np"])
+    # the tables the analysis writes: speedup.csv, speedup_summary.csv, regimes_summary.csv
+    speedup = speedup_table(pd.DataFrame(rows))
+    speedup_summary = stats.summarize(speedup.assign(point=frame_grid_points(speedup)),
+                                      ["hardware", "algorithm", "np", "point"], ["throughput", "speedup"])
+    cells = pd.DataFrame(conv).rename(columns={"seconds_to_0.9": "time_to_target_s"}).assign(link="local", straggler="none")
+    regimes_summary = stats.summarize(cells.assign(point=frame_grid_points(cells)),
+                                      ["algorithm", "hardware", "link", "straggler", "np", "point"],
+                                      ["time_to_target_s", "final_accuracy"])
+    regimes_summary.to_csv(Path(tmp_path) / "regimes_summary.csv", index=False)  # as the report reads it back
+    table = summary_table(speedup, speedup_summary, pd.read_csv(Path(tmp_path) / "regimes_summary.csv"))
+    table = table.set_index(["algorithm", "np"])
     assert list(table.index) == [("sync", 1), ("sync", 2), ("downpour", 2)]  # allreduce family first
     assert table.loc[("sync", 2), "samples/s"] == "151 [150, 152]" and table.loc[("sync", 2), "repeats"] == 3
     assert table.loc[("downpour", 2), "speedup over"] == "sync np 1"
     assert table.loc[("downpour", 2), "speedup"].startswith("1.20 [")
     assert table.loc[("downpour", 2), "censored"] == 1 and table.loc[("sync", 1), "censored"] == 0
     assert table.loc[("sync", 1), "seconds to target"] == "3.00 [2.00, 4.00]"
+    assert table.loc[("downpour", 2), "final accuracy"] == "0.900 [0.900, 0.900]"
 
 
 def test_speedup_over_n_is_summarised_per_grid_point_with_intervals_and_drawn_per_family_and_link(tmp_path):
     from bench import plots
-    from bench.metrics.selection import point
+    from bench.metrics.selection import frame_grid_points
     from bench.metrics.throughput import speedup_table
     from bench.study.readme import speedup_lines
 
@@ -307,23 +319,33 @@ def test_speedup_over_n_is_summarised_per_grid_point_with_intervals_and_drawn_pe
                 rows.append(dict(hardware="emu", study="s", algorithm=algo, np=n, tag=f"{link}-r{k}", repeat=k,
                                  throughput=(tp if n == 1 else tp * slow) * (1 + 0.01 * k)))
     table = speedup_table(pd.DataFrame(rows))
-    table["point"] = [point(t, k) for t, k in zip(table["tag"], table["repeat"])]
+    table["point"] = frame_grid_points(table)
     # S(n) paired on the repeat and the point: over sync np 1 of the same link and seed
     slow4 = table[(table["algorithm"] == "sync") & (table["np"] == 4) & (table["point"] == "linkslow")]
     assert slow4["speedup"].tolist() == pytest.approx([1.6] * 3)
-    fig = plots.speedup_over_n(table)
+    cell = ["hardware", "algorithm", "np", "point"]
+    summary = stats.summarize(table, cell, ["throughput", "speedup", "efficiency", "vs_sync"])
+    fig = plots.speedup_over_n(summary)  # the figures draw the table the notebook writes
     assert len(fig.axes) == 2 * 2  # two links x two families (allreduce, parameter-server), never mixed
     titles = sorted(ax.get_title() for ax in fig.axes)
     assert titles == ["allreduce, linknone", "allreduce, linkslow", "parameter-server, linknone",
                       "parameter-server, linkslow"]
     legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
     assert "sync (S/n 0.80 at 4)" in legend and "ddp (S/n 0.75 at 4)" in legend
-    scaling = plots.scaling(table)
+    scaling = plots.scaling(summary, table)
     assert len(scaling.axes) == 2 * 3  # one row of three panels per link
-    machines = plots.scaling(pd.concat([table, table.assign(hardware="other")], ignore_index=True))
+    sync4 = next(line for line in scaling.axes[0].lines if list(line.get_xdata()) == [1, 2, 4])  # sync's throughput
+    assert list(sync4.get_ydata()) == pytest.approx(summary.query("metric == 'throughput' and algorithm == 'sync' and "
+                                                                  "point == 'linknone'")["median"].tolist())
+    both = pd.concat([table, table.assign(hardware="other")], ignore_index=True)
+    machines = plots.scaling(stats.summarize(both, cell, ["throughput", "speedup"]), both)
     assert sorted({ax.get_title() for ax in machines.axes}) == ["emu linknone", "emu linkslow", "other linknone",
                                                                  "other linkslow"]  # nor are machines pooled
-    summary = stats.summarize(table, ["hardware", "algorithm", "np", "point"], ["throughput", "speedup", "efficiency"])
+    assert len(plots.efficiency(summary).axes) == 2  # one panel per link
+    # a configuration of one run draws that run's own throughput interval (speedup.csv), its repeats giving none
+    one = table[table["repeat"] == 0].assign(ci_low=90.0, ci_high=110.0)
+    lone = plots._own_intervals(plots._cells(stats.summarize(one, cell, ["throughput"]), ["throughput"]), one)
+    assert (lone["throughput_low"] == 90.0).all() and (lone["throughput_high"] == 110.0).all()
     (tmp_path / "tables").mkdir()
     summary.to_csv(tmp_path / "tables" / "speedup_summary.csv", index=False)
     lines = speedup_lines(tmp_path)
@@ -333,11 +355,11 @@ def test_speedup_over_n_is_summarised_per_grid_point_with_intervals_and_drawn_pe
     assert "| 1.00 [1.00, 1.00] | 0.90 [0.90, 0.90] | 1.60 [1.60, 1.60] | 0.40 [0.40, 0.40] (n = 4) |" in sync_slow
     assert any(line.startswith("| linknone | downpour | 3 |  |  | 2.80 [") for line in lines)
     no_one = speedup_table(pd.DataFrame([r for r in rows if r["np"] > 1]))  # no one-worker run to divide by
-    no_one["point"] = [point(t, k) for t, k in zip(no_one["tag"], no_one["repeat"])]
-    stats.summarize(no_one, ["hardware", "algorithm", "np", "point"], ["throughput", "speedup"]).to_csv(
-        tmp_path / "tables" / "speedup_summary.csv", index=False)
+    no_one["point"] = frame_grid_points(no_one)
+    no_one_summary = stats.summarize(no_one, cell, ["throughput", "speedup"])
+    no_one_summary.to_csv(tmp_path / "tables" / "speedup_summary.csv", index=False)
     assert speedup_lines(tmp_path) == []
-    assert "no algorithm has an np=1 run" in [t.get_text() for t in plots.speedup_over_n(no_one).axes[0].texts][0]
+    assert "no algorithm has an np=1 run" in [t.get_text() for t in plots.speedup_over_n(no_one_summary).axes[0].texts][0]
 
 
 # ----------------------------------------------------------------------------- link calibration, per-cell repeats
@@ -396,6 +418,26 @@ def test_share_links_are_planned_at_their_calibrated_rate_and_repeats_where_choo
         rep_file.write_text(text.replace(old, bad))
         with pytest.raises(BenchError, match=error):
             load_study("rep", params_file)
+
+
+def test_the_claims_table_is_rendered_once_for_the_report_the_regimes_notebook_and_the_readme():
+    from bench.metrics.report import claims_lines, table_html
+
+    table = claims.claims(cells_frame({"delayed": 1.3, "layerwise": 1.25}, repeats=5))
+    lines = claims_lines(table)
+    assert lines[2] == "| source | claim | verdict | effect [95 % interval] | n | rule |"
+    vishnu = next(line for line in lines if line.startswith("| Vishnu et al. 2017 |"))
+    row = by_source(table, "Vishnu et al. 2017")
+    assert f"| reproduced | x{row['effect']:.2f} [{row['ci_low']:.2f}, {row['ci_high']:.2f}] | 5 |" in vishnu
+    assert claims_lines(table, evidence=True)[2].endswith("| rule | evidence |")
+    untestable = claims_lines(claims.claims(cells_frame({}, repeats=1)))
+    assert len(untestable) == 1 and "every claim is `not testable here` (Vishnu et al. 2017 / LASGD" in untestable[0]
+    assert claims_lines(pd.DataFrame()) == []
+    # a report table: no index, no column empty in every row (vs_sync.csv's point of an ungridded study)
+    html = table_html(pd.DataFrame({"algorithm": ["ddp", "sgp"], "point": [math.nan, math.nan], "tag": ["", ""],
+                                    "effect": [1.23456, math.nan]}))
+    assert ">algorithm<" in html and ">effect<" in html and "1.235" in html
+    assert ">point<" not in html and ">tag<" not in html and "row_heading" not in html
 
 
 def test_a_claim_is_judged_on_its_repeated_cells_and_says_which_it_left_out():
