@@ -83,7 +83,7 @@ def pydoc_corpus() -> dict[str, bytes]:
     """The pydoc_topics corpus: topic name -> its text as UTF-8 bytes, from ``pydoc_data.topics.topics`` (the English
     help texts of ``help('if')``, ``help('specialnames')``..., generated from CPython's documentation and shipped in
     every CPython installation's standard library: 79 topics, 466,117 bytes in CPython 3.11.7, whose texts in name
-order have the SHA-256 37d06970fc926e60c16dff401e441b84752446a36b6b64516c229fdec77e992c). The module is
+    order have the SHA-256 37d06970fc926e60c16dff401e441b84752446a36b6b64516c229fdec77e992c). The module is
     regenerated for each CPython release, so the corpus (and the checksum ``study prepare`` records of the tensors)
     may differ between Python versions, patch releases included: compare checksums before comparing runs."""
     try:
