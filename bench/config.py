@@ -51,9 +51,10 @@ def normalize_rate(link: str) -> str:
 class TrainConfig:
     """Training settings shared by every algorithm (the ``profiles`` section of params.yaml)."""
 
-    dataset: Literal["mnist5k", "digits", "synthetic", "mnist", "cifar10", "imagefolder"] = "mnist5k"
-    """Dataset: embedded ones (mnist5k, digits, synthetic) need no download; mnist (IDX),
-    cifar10 (binary batches) and imagefolder are read from ``data_dir``."""
+    dataset: Literal["mnist5k", "digits", "synthetic", "pydoc_topics", "mnist", "cifar10", "imagefolder"] = "mnist5k"
+    """Dataset: embedded ones (mnist5k, digits, synthetic; pydoc_topics, the text of CPython's documentation topics
+    as bytes, for ``transformer``) need no download; mnist (IDX), cifar10 (binary batches) and imagefolder are read
+    from ``data_dir``."""
     data_dir: str = "data/raw"
     """Folder holding the local-file datasets (relative paths are taken from the repository root)."""
     test_fraction: float = 0.2
@@ -66,11 +67,22 @@ class TrainConfig:
     """Number of classes of the synthetic dataset."""
     image_size: int = 224
     """Side of the square images that imagefolder resizes to."""
-    model: Literal["mlp", "hermans_mlp", "lenet", "cnn_bn", "alexnet", "googlenet", "resnet18", "resnet50"] = "mlp"
-    """Model: mlp (``hidden`` layers), hermans_mlp (784-1000-2000-1000-10), lenet (CNN), cnn_bn (CNN with BatchNorm);
+    model: Literal["mlp", "hermans_mlp", "lenet", "cnn_bn", "transformer", "alexnet", "googlenet", "resnet18",
+                   "resnet50"] = "mlp"
+    """Model: mlp (``hidden`` layers), hermans_mlp (784-1000-2000-1000-10), lenet (CNN), cnn_bn (CNN with BatchNorm),
+    transformer (a byte-level causal language model for pydoc_topics: ``layers``, ``width``, ``heads``, ``seq_len``);
     alexnet, googlenet, resnet18, resnet50 need torchvision."""
     hidden: list[int] = field(default_factory=lambda: [128])
     """Hidden layer widths of ``mlp``."""
+    seq_len: int = 128
+    """Bytes of one pydoc_topics sample (a window of text; its targets are the next byte at every position), and
+    the context length of ``transformer`` (its learned position embeddings)."""
+    layers: int = 2
+    """Blocks (causal self-attention and MLP) of ``transformer``."""
+    width: int = 64
+    """Embedding width of ``transformer`` (its MLP is 4x wider); a multiple of ``heads``."""
+    heads: int = 4
+    """Attention heads of ``transformer``."""
     batch_size: int = 32
     """Mini-batch size per worker."""
     epochs: int = 2
@@ -119,7 +131,8 @@ class TrainConfig:
     def validate(self) -> None:
         positive = {"batch_size": self.batch_size, "epochs": self.epochs, "threads": self.threads,
                     "synthetic_samples": self.synthetic_samples, "num_classes": self.num_classes,
-                    "image_size": self.image_size, "timeout_s": self.timeout_s}
+                    "image_size": self.image_size, "timeout_s": self.timeout_s, "seq_len": self.seq_len,
+                    "layers": self.layers, "width": self.width, "heads": self.heads}
         for name, value in positive.items():
             if value <= 0:
                 raise BenchError(f"{name} must be > 0, got {value!r}")
@@ -137,6 +150,11 @@ class TrainConfig:
             raise BenchError(f"hidden widths must be > 0, got {self.hidden!r}")
         if any(s <= 0 for s in self.synthetic_shape) or len(self.synthetic_shape) not in (1, 3):
             raise BenchError(f"synthetic_shape must be (features,) or (C, H, W) of positive sizes, got {self.synthetic_shape!r}")
+        if (self.model == "transformer") != (self.dataset == "pydoc_topics"):
+            raise BenchError(f"model 'transformer' and dataset 'pydoc_topics' go together (byte sequences in, next-byte "
+                             f"logits out), got model {self.model!r} with dataset {self.dataset!r}")
+        if self.width % self.heads:
+            raise BenchError(f"width must be a multiple of heads, got width={self.width} and heads={self.heads}")
         if self.slow_factor < 1.0:
             raise BenchError(f"slow_factor must be >= 1 (1: no straggler), got {self.slow_factor!r}")
         if len(set(self.slow_ranks)) != len(self.slow_ranks):

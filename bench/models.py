@@ -6,7 +6,9 @@
 - ``lenet``: a LeNet-5-style CNN (LeCun et al. 1998) for 1- or 3-channel images of any size >= 8.
 - ``cnn_bn``: a small CNN with BatchNorm (two conv-BN-ReLU-pool blocks, one linear layer), the smallest
   model whose evaluation needs the running statistics (buffers) and not only the parameters.
-- ``alexnet``, ``googlenet``, ``resnet18``, ``resnet50``: torchvision's, randomly initialised.
+- ``transformer``: a decoder-only byte-level language model (GPT-2-style pre-LayerNorm blocks of causal
+  self-attention and MLP, learned position embeddings, no dropout, no BatchNorm) for ``pydoc_topics``.
+- ``alexnet``, ``googlenet', ``resnet18``, ``resnet50``: torchvision's, randomly initialised.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from . import BenchError
@@ -54,6 +57,57 @@ def cnn_bn(channels: int, num_classes: int) -> nn.Module:
                          nn.Linear(16 * 4, num_classes))
 
 
+class CausalSelfAttention(nn.Module):
+    """Multi-head self-attention in which position i attends to positions <= i only."""
+
+    def __init__(self, width: int, heads: int):
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(width, 3 * width)
+        self.proj = nn.Linear(width, width)
+
+    def forward(self, h):
+        b, t, c = h.shape
+        q, k, v = self.qkv(h).view(b, t, 3, self.heads, c // self.heads).permute(2, 0, 3, 1, 4)
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.proj(out.transpose(1, 2).reshape(b, t, c))
+
+
+class Block(nn.Module):
+    def __init__(self, width: int, heads: int):
+        super().__init__()
+        self.ln1, self.attn = nn.LayerNorm(width), CausalSelfAttention(width, heads)
+        self.ln2 = nn.LayerNorm(width)
+        self.mlp = nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(), nn.Linear(4 * width, width))
+
+    def forward(self, h):
+        h = h + self.attn(self.ln1(h))
+        return h + self.mlp(self.ln2(h))
+
+
+class ByteTransformer(nn.Module):
+    """Bytes (batch, T) in, T <= ``seq_len``; next-byte logits out as (batch, vocab, T): the class dimension second,
+    PyTorch's layout for per-position targets (``cross_entropy``'s (N, C, d) form), so that the suite's loss and its
+    accuracy, ``out.argmax(1) == y``, count every position of every window unchanged. Weights initialised as GPT-2's
+    (normal, std 0.02; the residual projections' std divided by sqrt(2 x layers); zero biases)."""
+
+    def __init__(self, vocab: int, seq_len: int, layers: int, width: int, heads: int):
+        super().__init__()
+        self.tok, self.pos = nn.Embedding(vocab, width), nn.Embedding(seq_len, width)
+        self.blocks = nn.Sequential(*(Block(width, heads) for _ in range(layers)))
+        self.ln, self.head = nn.LayerNorm(width), nn.Linear(width, vocab)
+        for name, p in self.named_parameters():
+            if name.endswith("bias"):
+                nn.init.zeros_(p)
+            elif p.dim() == 2:
+                residual = name.endswith(("attn.proj.weight", "mlp.2.weight"))
+                nn.init.normal_(p, std=0.02 / math.sqrt(2 * layers) if residual else 0.02)
+
+    def forward(self, x):
+        h = self.tok(x) + self.pos.weight[:x.shape[1]]
+        return self.head(self.ln(self.blocks(h))).transpose(1, 2)
+
+
 def _torchvision(name: str, num_classes: int) -> nn.Module:
     try:
         import torchvision.models as tvm
@@ -81,12 +135,16 @@ def build_model(cfg: TrainConfig, input_shape: tuple[int, ...], num_classes: int
         if len(input_shape) != 3 or min(input_shape[1:]) < 4:
             raise BenchError(f"cnn_bn needs images (C, H, W) with H, W >= 4, got input shape {input_shape}")
         return cnn_bn(input_shape[0], num_classes)
+    if cfg.model == "transformer":
+        if input_shape != (cfg.seq_len,):
+            raise BenchError(f"transformer needs byte windows of seq_len {cfg.seq_len}, got input shape {input_shape}")
+        return ByteTransformer(num_classes, cfg.seq_len, cfg.layers, cfg.width, cfg.heads)
     if cfg.model in TORCHVISION_MODELS:
         if len(input_shape) != 3 or input_shape[0] != 3:
             raise BenchError(f"{cfg.model} needs 3-channel images, got input shape {input_shape}")
         return _torchvision(cfg.model, num_classes)
     raise BenchError(f"unknown model {cfg.model!r}; valid: alexnet, cnn_bn, googlenet, hermans_mlp, lenet, mlp, resnet18, "
-                     f"resnet50")
+                     f"resnet50, transformer")
 
 
 def make_optimizer(cfg: TrainConfig, params) -> torch.optim.Optimizer:

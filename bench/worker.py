@@ -64,17 +64,19 @@ class StepTiming(NamedTuple):
 
 @torch.no_grad()
 def evaluate(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, device, batch: int = 1024) -> tuple[float, float]:
-    """Mean cross-entropy and accuracy of ``model`` on (x, y)."""
+    """Mean cross-entropy and accuracy of ``model`` on (x, y), over every target of ``y`` (one per sample, or one per
+    position of a sequence, the model's output then (batch, classes, positions)); about ``batch`` targets a forward."""
     was_training = model.training
     model.eval()
     loss_sum, correct = 0.0, 0
-    for i in range(0, len(x), batch):
-        xb, yb = x[i:i + batch].to(device), y[i:i + batch].to(device)
+    per = max(1, batch // y[:1].numel())
+    for i in range(0, len(x), per):
+        xb, yb = x[i:i + per].to(device), y[i:i + per].to(device)
         out = model(xb)
         loss_sum += float(torch.nn.functional.cross_entropy(out, yb, reduction="sum"))
         correct += int((out.argmax(1) == yb).sum())
     model.train(was_training)
-    return loss_sum / len(x), correct / len(x)
+    return loss_sum / y.numel(), correct / y.numel()
 
 
 def pick_device(want: str, comm: Comm) -> torch.device:
@@ -165,7 +167,7 @@ class Worker:
                 end = self.now()
                 timing.append(StepTiming(end, step_s, len(y), warm))
                 writer.write({"step": step, "epoch": step / self.shard.steps, "t": end,
-                              "samples": len(y), "loss": stats.loss, "accuracy": stats.correct / len(y),
+                              "samples": len(y), "loss": stats.loss, "accuracy": stats.correct / y.numel(),
                               "step_s": step_s, "compute_s": max(step_s - split["comm"] - split["wait"], 0.0),
                               "comm_s": split["comm"], "wait_s": split["wait"], "injected_s": injected,
                               "staleness": stats.staleness, "bytes_sent": stats.bytes_sent, "warmup": warm})

@@ -85,6 +85,28 @@ def check_converged_run(run, steps: int, name: str) -> None:
     assert (s["bytes_sent"] > 0).any()
 
 
+def union_batch_state(profile: str, sets: dict, steps: int, np: int = 2) -> dict:
+    """What ``sync`` at ``np`` workers must produce (its model's state after ``steps`` steps): one process whose every
+    step's batch is the union of the workers' batches, with the profile's model, data and optimizer and ``sets``."""
+    import torch
+
+    from bench.data import Shard, load_dataset
+    from bench.models import build_model, make_optimizer
+    from bench.resolve import resolve
+
+    cfg = resolve("sync", np=np, profile=profile, overrides=sets)
+    ds = load_dataset(cfg.train)
+    model = build_model(cfg.train, ds.input_shape, ds.num_classes)
+    opt = make_optimizer(cfg.train, model.parameters())
+    iters = [Shard(ds, np, k, cfg.train.batch_size, cfg.train.seed).batches(0) for k in range(np)]
+    for _ in range(steps):
+        xs, ys = zip(*(next(it) for it in iters))
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(torch.cat(xs)), torch.cat(ys)).backward()
+        opt.step()
+    return model.state_dict()
+
+
 def max_diff(a: dict, b: dict) -> float:
     """Largest absolute difference between two state_dicts with the same keys."""
     assert a.keys() == b.keys()

@@ -7,30 +7,12 @@ import time
 import torch
 
 from bench.resolve import resolve
-from bench.data import Shard, load_dataset
-from bench.models import build_model, make_optimizer
-from conftest import run_algorithm
+from bench.models import build_model
+from conftest import run_algorithm, union_batch_state
 
 STEPS = 6
-SETS = (f"max_steps={STEPS}", "lr=0.1", "eval_every=0", "warmup_steps=0", "epochs=1")
-
-
-def union_batch_sgd(steps: int, np: int = 2) -> dict:
-    """What `sync` must produce: one process, each step's batch = the union of the workers' batches."""
-    cfg = resolve("sync", np=np, profile="tiny", overrides=dict(s.split("=") for s in SETS) | {"lr": 0.1, "max_steps": steps,
-                  "eval_every": 0, "warmup_steps": 0, "epochs": 1})
-    ds = load_dataset(cfg.train)
-    model = build_model(cfg.train, ds.input_shape, ds.num_classes)
-    opt = make_optimizer(cfg.train, model.parameters())
-    shards = [Shard(ds, np, k, cfg.train.batch_size, cfg.train.seed) for k in range(np)]
-    iters = [s.batches(0) for s in shards]
-    for _ in range(steps):
-        xs, ys = zip(*(next(it) for it in iters))
-        x, y = torch.cat(xs), torch.cat(ys)
-        opt.zero_grad()
-        torch.nn.functional.cross_entropy(model(x), y).backward()
-        opt.step()
-    return model.state_dict()
+OVERRIDES = {"max_steps": STEPS, "lr": 0.1, "eval_every": 0, "warmup_steps": 0, "epochs": 1}
+SETS = tuple(f"{k}={v}" for k, v in OVERRIDES.items())
 
 
 def assert_state_close(a: dict, b: dict, atol: float = 1e-6) -> None:
@@ -46,7 +28,7 @@ def test_sync_equals_single_process_union_batch(tmp_path):
     assert sorted(run.steps["rank"].unique()) == [0, 1]
     assert run.steps.groupby("rank")["step"].max().tolist() == [STEPS, STEPS]
     trained = torch.load(run.path / "model.pt")
-    expected = union_batch_sgd(STEPS)
+    expected = union_batch_state("tiny", OVERRIDES, STEPS)
     # the check is meaningful: training moved the parameters well beyond the tolerance
     init = build_model(resolve("sync", profile="tiny").train, (1, 8, 8), 10).state_dict()
     assert max((trained[k] - init[k]).abs().max().item() for k in init) > 1e-3

@@ -27,7 +27,7 @@ def test_defaults_resolve_from_params_yaml():
     ({"batch_size": 2.5}, "expected an integer"),
     ({"nesterov": "True"}, "expected true or false"),
     ({"optimizer": "rmsprop"}, "valid choices: adam, sgd"),
-    ({"dataset": "imagenet21k"}, "valid choices: cifar10, digits, imagefolder, mnist, mnist5k, synthetic"),
+    ({"dataset": "imagenet21k"}, "valid choices: cifar10, digits, imagefolder, mnist, mnist5k, pydoc_topics, synthetic"),
     ({"model": "vgg"}, "valid choices:"),
     ({"no_such_key": 1}, "unknown --set key 'no_such_key'"),
     ({"nesterov": True}, "nesterov needs momentum > 0"),
