@@ -17,7 +17,8 @@ from bench.config import TrainConfig
 from bench.data import Shard, load_dataset, pydoc_corpus, pydoc_held_out
 from bench.layout import REPO_ROOT
 from bench.models import build_model
-from bench.study import load_study, prepare
+from bench.study import load_study
+from bench.study.prepare import prepare
 from bench.typed import build
 from bench.worker import evaluate
 
@@ -69,10 +70,11 @@ def test_prepare_records_the_checksum_of_the_windows(tmp_path):
     profile = yaml.safe_load((REPO_ROOT / "params.yaml").read_text())["profiles"]["tiny-lm"]
     (tmp_path / "pipelines" / "hardware").mkdir(parents=True)
     (tmp_path / "pipelines" / "hardware" / "local.yaml").write_text("description: this machine\n")
+    (tmp_path / "pipelines" / "studies").mkdir()
+    (tmp_path / "pipelines" / "studies" / "lm.yaml").write_text("profile: lm\nalgorithms: [sync]\nnp: [1]\n")
 
     def prepared(seq_len: int) -> dict:
-        params = {"profile": "lm", "hardware": "local", "profiles": {"lm": {**profile, "seq_len": seq_len}},
-                  "studies": {"lm": {"profile": "lm", "algorithms": ["sync"], "np": [1]}}}
+        params = {"profile": "lm", "hardware": "local", "profiles": {"lm": {**profile, "seq_len": seq_len}}}
         (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
         prepare(load_study("lm", tmp_path / "params.yaml"))
         return json.loads((tmp_path / "data" / "prepared" / "lm.json").read_text())
