@@ -127,7 +127,13 @@ class Algorithm:
 
     @classmethod
     def validate(cls, params, cfg) -> None:
-        """Raise bench.BenchError for invalid hyperparameters (before any job starts)."""
+        """Raise bench.BenchError for invalid hyperparameters (before any job starts). Reads the configuration only:
+        every rank runs it again when it reads its config.json."""
+
+    @classmethod
+    def check_machine(cls, params, cfg) -> None:
+        """Raise bench.BenchError for what the hyperparameters need of the launching machine (a file they name),
+        checked before launch and never by the ranks (:func:`bench.resolve.check_machine`)."""
 
     # -- per-rank life cycle --------------------------------------------------------------
     def setup(self, model: nn.Module, optimizer: torch.optim.Optimizer) -> None:

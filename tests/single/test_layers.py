@@ -102,7 +102,10 @@ def test_imports_go_to_the_same_row_or_a_row_above(path):
 def test_lazy_imports_are_read_and_an_import_against_the_direction_is_found(tmp_path):
     rows = layer_rows()
     lazy = [t for _, t in imports(BENCH / "resolve.py")]
-    assert "bench.launch" in lazy and "bench.cluster" in lazy  # imported inside functions of resolve.py
+    assert "bench.data" in lazy and "bench.cluster" in lazy  # bench.data is imported inside check_machine
     # the configuration row is the bottom one: a config.py importing the launcher would be refused
     assert row_of("bench.launch", rows) > row_of("bench.config", rows)
+    # the resolver sits below the launcher (which checks the machine with it), above where processes go
+    assert row_of("bench.placement", rows) < row_of("bench.resolve", rows) < row_of("bench.launch.job", rows)
+    assert "bench.launch" not in {t.rsplit(".", 1)[0] if t.startswith("bench.launch.") else t for t in lazy}
     assert row_of("bench.algorithms.sync", rows) == row_of("bench.algorithms", rows)
