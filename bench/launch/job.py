@@ -81,8 +81,8 @@ def _execute_job(cfgs: list[RunConfig], run_dirs: list[Path], echo: bool, env: d
         log.write("$ " + " ".join(cmd) + "\n")
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=full_env,
                                 cwd=str(REPO_ROOT), start_new_session=True)
-        pump = threading.Thread(target=pump, args=(proc.stdout, log, tail, echo, evidence), daemon=True)
-        pump.start()
+        reader = threading.Thread(target=pump, args=(proc.stdout, log, tail, echo, evidence), daemon=True)
+        reader.start()
         try:
             with signals_end_the_job():
                 rc = proc.wait(timeout=timeout_s)
@@ -95,7 +95,7 @@ def _execute_job(cfgs: list[RunConfig], run_dirs: list[Path], echo: bool, env: d
         if reason is not None:
             kill_job(proc, configs[0])
             rc = proc.wait()
-        pump.join(timeout=10)
+        reader.join(timeout=10)
     over_ssh = emulated is not None or bool(cfg.launch.hostfile or cfg.launch.hosts)
     return _settle(run_dirs, rc, reason, tail, t0, over_ssh, evidence)
 
