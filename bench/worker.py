@@ -202,11 +202,11 @@ class Worker:
 
     def run(self) -> None:
         comm = self.comm
-        comm.barrier()  # comm: a common start
+        comm.barrier()  # comm: wait until every rank is ready: a common start
         # One clock for all ranks: rank 0's, read before this broadcast, whose latency (0.3-1.5 s on the emulated
         # hosts at 0.36 of a core) is therefore in every `t` written; load_run counts `t` from the first step's start.
         # (Each rank's own clock after the barrier would skew the ranks by up to a quota period, 64 ms.)
-        self.ctx.t0 = comm.broadcast_object(time.time(), root=0)  # comm: one time origin for all ranks
+        self.ctx.t0 = comm.broadcast_object(time.time(), root=0)  # comm: broadcast rank 0's clock to every rank: one time origin
         wall0 = time.time()
         threads = ThreadCpu(comm.horovod_tids)
         cpu0 = threads.read()
@@ -224,7 +224,7 @@ class Worker:
         mine = {"rank": comm.rank, "host": os.environ.get("HOROVOD_HOSTNAME") or os.uname().nodename,
                 "worker": not self.algo.is_server(), "steps": len(timing), "timing": timing, "final": final,
                 "stats": self.algo.stats(), "eval_s": eval_s, "snapshot_s": self.snapshot_s, "cpu_threads": cpu}
-        gathered = comm.allgather_object(mine)  # comm: per-rank figures for the summary
+        gathered = comm.allgather_object(mine)  # comm: gather every rank's figures on every rank, for rank 0's summary
         if comm.rank == 0:
             self.write_summary(gathered, train_s, time.time() - wall0)
 

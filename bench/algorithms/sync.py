@@ -91,8 +91,8 @@ class Sync(Algorithm):
 
     def setup(self, model, optimizer):
         super().setup(model, optimizer)
-        self.comm.broadcast_state(model, optimizer)  # comm: common start (parameters and optimizer state)
-        self.dist_opt = self.comm.distributed_optimizer(optimizer, model.named_parameters(),  # comm:
+        self.comm.broadcast_state(model, optimizer)  # comm: broadcast rank 0's parameters and optimizer state to every worker
+        self.dist_opt = self.comm.distributed_optimizer(optimizer, model.named_parameters(),  # comm: wrap the optimizer: backward hooks start each gradient's allreduce over all workers
                                                         compression=self.p.compression, op=self.p.op)
         self.payload = sum(p.numel() * (2 if self.p.compression == "fp16" and p.is_floating_point() else p.element_size())
                            for p in model.parameters() if p.requires_grad)
@@ -101,11 +101,11 @@ class Sync(Algorithm):
         stats = self.forward_backward(x, y)  # zeroes the gradients first (what dist_opt.zero_grad() would do)
         if self.p.op == "adasum":
             with self.ctx.timer.comm():
-                self.dist_opt.step()  # comm: wait for the Adasum reductions of the updates, apply them
+                self.dist_opt.step()  # comm: wait for the Adasum reductions of the updates over all workers, apply them
         else:
             with self.ctx.timer.comm():
-                self.comm.wait_optimizer(self.dist_opt)  # comm: with horovod.wait_sleep_us: a sleeping wait
-                self.dist_opt.synchronize()  # comm: wait for the gradient allreduces started in backward
+                self.comm.wait_optimizer(self.dist_opt)  # comm: wait (sleeping, horovod.wait_sleep_us) for the gradient allreduces over all workers
+                self.dist_opt.synchronize()  # comm: wait for the gradient allreduces over all workers started in backward
             with self.dist_opt.skip_synchronize():
                 self.dist_opt.step()
         stats.bytes_sent = self.payload

@@ -21,8 +21,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from ..launch import run
 from ..layout import run_name
+from ..metrics.accuracy import accuracy_after_time
+from ..metrics.throughput import throughput
 from ..resolve import parse_set, resolve
+from ..results import load_run, read_json
 from . import fmt_ratio, median
 
 VARIANTS = {  # label -> (algorithm, overrides)
@@ -35,9 +39,6 @@ VARIANTS = {  # label -> (algorithm, overrides)
 
 
 def one_run(label: str, np: int, profile: str, overrides: dict, tmp: Path):
-    from ..launch import run
-    from ..results import load_run, read_json
-
     algorithm, extra = VARIANTS[label]
     cfg = resolve(algorithm, np=np, profile=profile, overrides={**overrides, **extra}, study="perf")
     run_dir, rc = run(cfg, tmp / run_name(label, np, str(time.monotonic_ns())), echo=False)
@@ -47,8 +48,6 @@ def one_run(label: str, np: int, profile: str, overrides: dict, tmp: Path):
 
 
 def figures(run) -> dict:
-    from ..metrics.throughput import throughput
-
     steps = run.steps[~run.steps["warmup"].astype(bool)]
     step_s = steps["compute_s"] + steps["comm_s"] + steps["wait_s"]
     return {"throughput": throughput(run)["throughput"], "bytes": float(steps["bytes_sent"].mean()),
@@ -57,8 +56,6 @@ def figures(run) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ..metrics.accuracy import accuracy_after_time
-
     ap = argparse.ArgumentParser(prog="python -m bench.perf gossip", description=__doc__.splitlines()[0])
     ap.add_argument("--np", type=int, default=4)
     ap.add_argument("--profile", default="laptop")
