@@ -48,7 +48,7 @@ from .inject import Faults, Straggler
 from .models import build_model, make_optimizer
 from .progress import step_bar
 from .resolve import load_config
-from .results import JsonlWriter, mark_failed, read_json, write_json_atomic, write_summary
+from .results import JsonlWriter, StepRecord, mark_failed, read_json, write_json_atomic, write_summary
 from .timing import StepTimer, ThreadCpu, device_sync
 from .watchdog import on_sigterm_raise, unfinished, watch_launcher
 
@@ -164,11 +164,11 @@ class Worker:
                 warm = step <= train.warmup_steps
                 end = self.now()
                 timing.append(StepTiming(end, step_s, len(y), warm))
-                writer.write({"step": step, "epoch": step / self.shard.steps, "t": end,
-                              "samples": len(y), "loss": stats.loss, "accuracy": stats.correct / len(y),
-                              "step_s": step_s, "compute_s": max(step_s - split["comm"] - split["wait"], 0.0),
-                              "comm_s": split["comm"], "wait_s": split["wait"], "injected_s": injected,
-                              "staleness": stats.staleness, "bytes_sent": stats.bytes_sent, "warmup": warm})
+                writer.write(StepRecord(step=step, epoch=step / self.shard.steps, t=end, samples=len(y), loss=stats.loss,
+                                        accuracy=stats.correct / len(y), step_s=step_s,
+                                        compute_s=max(step_s - split["comm"] - split["wait"], 0.0),
+                                        comm_s=split["comm"], wait_s=split["wait"], injected_s=injected,
+                                        staleness=stats.staleness, bytes_sent=stats.bytes_sent, warmup=warm).line())
                 if bar is not None:
                     bar.update(1)
                     bar.set_postfix(loss=f"{stats.loss:.3f}", refresh=False)
