@@ -36,7 +36,7 @@ from ..resolve import parse_set, resolve
 from ..results import load_run, read_json, write_json_atomic
 from ..system import horovodrun_path
 from ..worker import Worker
-from . import fmt_ratio, median
+from . import fmt_ratio, median, medians, table
 
 ALGOS = ("sync", "delayed", "layerwise", "lasgd")
 
@@ -119,14 +119,14 @@ def main(argv: list[str] | None = None) -> int:
                     if k in run.summary:
                         extra[algo].setdefault(k, []).append(run.summary[k])
         micro = read_json(Path(tmp) / "micro.json")
-    m = {a: {k: median(v) for k, v in rows[a].items()} for a in ALGOS}
-    print(f"\n{'algorithm':10s} {'samples/s':>10s} {'vs sync':>8s} {'step ms':>8s} {'compute':>8s} {'comm':>8s} {'wait':>8s}"
-          f"   (medians over repeats; ms per step, mean over timed steps and ranks)")
-    for a in ALGOS:
-        r = m[a]
-        print(f"{a:10s} {r['throughput']:10.1f} {fmt_ratio(r['throughput'], m['sync']['throughput']):>8s} {r['step_ms']:8.1f} "
-              f"{r['compute_ms']:8.1f} {r['comm_ms']:8.1f} {r['wait_ms']:8.1f}   "
-              + " ".join(f"{k}={median(v):.3g}" for k, v in extra[a].items()))
+    m = medians({a: rows[a] for a in ALGOS})
+    columns = [("algorithm", "10s"), ("samples/s", ">10.1f"), ("vs sync", ">8s"), ("step ms", ">8.1f"),
+               ("compute", ">8.1f"), ("comm", ">8.1f"), ("wait", ">8.1f"),
+               ("  (medians over repeats; ms per step, mean over timed steps and ranks)", "s")]
+    print("\n" + "\n".join(table(columns, [
+        [a, m[a]["throughput"], fmt_ratio(m[a]["throughput"], m["sync"]["throughput"]), m[a]["step_ms"], m[a]["compute_ms"],
+         m[a]["comm_ms"], m[a]["wait_ms"], "  " + " ".join(f"{k}={median(v):.3g}" for k, v in extra[a].items())]
+        for a in ALGOS])))
     print("\nper-repeat throughput: " + "; ".join(f"{a} " + ", ".join(f"{v:.0f}" for v in rows[a]["throughput"]) for a in ALGOS))
     print(f"ingredients (same job, medians of 10): blocking allreduce of {micro['numel'] / 1e6:.2f}M fp32 parameters "
           f"({micro['bytes'] / 2**20:.1f} MiB) = {1e3 * micro['allreduce_s']:.1f} ms; one forward+backward at batch "

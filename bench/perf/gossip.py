@@ -27,7 +27,7 @@ from ..metrics.accuracy import accuracy_after_time
 from ..metrics.throughput import throughput
 from ..resolve import parse_set, resolve
 from ..results import load_run, read_json
-from . import fmt_ratio, median
+from . import fmt_ratio, medians, table
 
 VARIANTS = {  # label -> (algorithm, overrides)
     "sync": ("sync", {}),
@@ -86,15 +86,14 @@ def main(argv: list[str] | None = None) -> int:
                     res[v].setdefault(k, []).append(x)
             print(f"  repeat {i + 1} (budget {budget:.2f} s): " + ", ".join(
                 f"{v} {f['throughput']:.0f}/s acc {f['acc_at_budget']:.3f}" for v, f in figs.items()), flush=True)
-    m = {v: {k: median(x) for k, x in d.items()} for v, d in res.items()}
+    m = medians(res)
     ref = m["sync"]
     print(f"\nmedians over {args.repeats} repeats (ratios against sync measured in the same repeats); "
           f"wall-clock budget {ref['budget_s']:.2f} s")
-    print(f"{'variant':<12} {'samples/s':>10} {'x sync':>7} {'bytes/step':>11} {'x sync':>7} {'comm+wait':>9} "
-          f"{'acc@budget':>10} {'sync acc':>8}")
-    for v in labels:
-        f = m[v]
-        print(f"{v:<12} {f['throughput']:10.1f} {fmt_ratio(f['throughput'], ref['throughput']):>7} {f['bytes']:11.0f} "
-              f"{fmt_ratio(f['bytes'], ref['bytes']):>7} {f['comm_share']:9.1%} {f['acc_at_budget']:10.3f} "
-              f"{ref['acc_at_budget']:8.3f}")
+    columns = [("variant", "<12"), ("samples/s", ">10.1f"), ("x sync", ">7"), ("bytes/step", ">11.0f"), ("x sync", ">7"),
+               ("comm+wait", ">9.1%"), ("acc@budget", ">10.3f"), ("sync acc", ">8.3f")]
+    print("\n".join(table(columns, [
+        [v, m[v]["throughput"], fmt_ratio(m[v]["throughput"], ref["throughput"]), m[v]["bytes"],
+         fmt_ratio(m[v]["bytes"], ref["bytes"]), m[v]["comm_share"], m[v]["acc_at_budget"], ref["acc_at_budget"]]
+        for v in labels])))
     return 0
