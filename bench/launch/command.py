@@ -15,9 +15,10 @@ from ..layout import REPO_ROOT
 from ..placement import processes
 from ..system import horovodrun_path
 
+
 def horovodrun_command(cfg: RunConfig, config_path: Path | list[Path], emulated: dict | None = None) -> list[str]:
     """The horovodrun command of the run, or of a job of several runs with ``cfg``'s launch settings (a list of
-    config paths; ``emulated``: the settings of :func:`emulated_cluster`)."""
+    config paths; ``emulated``: the settings of :func:`bench.placement.emulated_cluster`)."""
     launch = cfg.launch
     n = processes(cfg)
     cmd = [horovodrun_path()]

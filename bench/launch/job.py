@@ -23,6 +23,7 @@ from .lost_rank import is_exit_evidence, name_killed_rank
 from .output import Tee, pump
 from .terminate import Terminated, kill_job, signals_end_the_job
 
+
 def execute(cfg: RunConfig, run_dir: Path, echo: bool = True, env: dict | None = None) -> int:
     """Run the job; returns 0 when it ended with an ``ok`` summary, else 1 (the run is marked failed)."""
     return execute_many([cfg], [run_dir], echo=echo, env=env)[0]
