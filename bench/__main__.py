@@ -3,19 +3,27 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import sys
 from pathlib import Path
 
-from . import BenchError, run_command
+from . import BenchError, launch, run_command
 from .algorithms import get_algorithm, names
+from .cluster.cli import add_parser as add_cluster
+from .launch.command import horovodrun_command
+from .layout import default_run_dir
+from .metrics.temporal import temporal_efficiency_runs
+from .placement import processes
+from .resolve import load_params, parse_set, resolve
+from .results import read_json
+from .study.cli import add_parser as add_study
+from .typed import field_docs
 
 
 def cmd_list(args) -> int:
     width = max(map(len, names()))
     if args.params:
-        from .resolve import load_params
-
         set_in_params = load_params().get("algorithms") or {}  # read once, not once per algorithm
     for name in names():
         algo = get_algorithm(name)
@@ -27,10 +35,6 @@ def cmd_list(args) -> int:
 
 def _print_params(algo, set_here: dict) -> None:
     """An algorithm's hyperparameters: default, params.yaml's value where it sets one, the field's docstring."""
-    import dataclasses
-
-    from .typed import field_docs
-
     docs = field_docs(algo.Params)
     for f in dataclasses.fields(algo.Params):
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
@@ -40,10 +44,6 @@ def _print_params(algo, set_here: dict) -> None:
 
 
 def cmd_run(args) -> int:
-    from . import launch
-    from .layout import default_run_dir
-    from .resolve import parse_set, resolve
-
     overrides = parse_set(args.set or [])
     if args.oversubscribe:
         overrides["oversubscribe"] = True
@@ -53,14 +53,12 @@ def cmd_run(args) -> int:
     out = Path(args.out) if args.out else default_run_dir(cfg)
     if args.prepare_only:
         run_dir = launch.prepare(cfg, out, force=args.force)
-        print(" ".join(launch.horovodrun_command(cfg, run_dir / "config.json")))
+        print(" ".join(horovodrun_command(cfg, run_dir / "config.json")))
         return 0
-    print(f"[bench] {cfg.algorithm} np={cfg.launch.np} ({launch.processes(cfg)} processes), profile {cfg.profile} -> {out}",
+    print(f"[bench] {cfg.algorithm} np={cfg.launch.np} ({processes(cfg)} processes), profile {cfg.profile} -> {out}",
           file=sys.stderr)
     run_dir, rc = launch.run(cfg, out, force=args.force, echo=not args.quiet)
     if rc == 0:
-        from .results import read_json
-
         s = read_json(run_dir / "summary.json")
         tp = s.get("throughput")  # None: no span with every worker working (bench.metrics.throughput)
         print(f"[bench] ok: {f'{tp:.1f} samples/s' if tp is not None else 'no all-workers throughput window'}, final held-out accuracy "
@@ -69,8 +67,6 @@ def cmd_run(args) -> int:
 
 
 def cmd_te(args) -> int:
-    from .metrics.temporal import temporal_efficiency_runs
-
     for name in ("window", "stride"):
         value = getattr(args, name)
         if value is not None and not (math.isfinite(value) and value > 0):
@@ -117,9 +113,6 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--stride", type=float, default=None,
                    help="window stride in seconds (default: 1/100 of the shorter run's span of records)")
     t.set_defaults(func=cmd_te)
-
-    from .cluster.cli import add_parser as add_cluster
-    from .study.cli import add_parser as add_study
 
     add_study(sub)
     add_cluster(sub)

@@ -58,6 +58,11 @@ def run_key(algorithm: str, np: int, tag: str, hardware: str) -> str:
     return f"{run_name(algorithm, np, tag)}@{hardware}"
 
 
+def _in_study(name: str) -> property:
+    """A path of a study's folder, as a property of :class:`StudyLayout`: ``<root>/<study>/<name>``."""
+    return property(lambda layout: layout.dir / name, doc=f"``<root>/<study>/{name}``")
+
+
 @dataclass(frozen=True)
 class StudyLayout:
     """The folders of one study under a results root (default: the repository's ``results/``)."""
@@ -72,29 +77,12 @@ class StudyLayout:
     def dir(self) -> Path:
         return Path(self.root) / self.study
 
-    @property
-    def runs(self) -> Path:
-        return self.dir / "runs"
-
-    @property
-    def plan(self) -> Path:
-        return self.dir / "plan"
-
-    @property
-    def tables(self) -> Path:
-        return self.dir / "tables"
-
-    @property
-    def metrics(self) -> Path:
-        return self.dir / "metrics"
-
-    @property
-    def notebooks(self) -> Path:
-        return self.dir / "notebooks"
-
-    @property
-    def report(self) -> Path:
-        return self.dir / "report.html"
+    runs = _in_study("runs")
+    plan = _in_study("plan")
+    tables = _in_study("tables")
+    metrics = _in_study("metrics")
+    notebooks = _in_study("notebooks")
+    report = _in_study("report.html")
 
     def figures(self, notebook: str) -> Path:
         return self.dir / "figures" / notebook

@@ -147,8 +147,9 @@ def build_model(cfg: TrainConfig, input_shape: tuple[int, ...], num_classes: int
                      f"resnet50, transformer")
 
 
-def make_optimizer(cfg: TrainConfig, params) -> torch.optim.Optimizer:
+def make_optimizer(cfg: TrainConfig, tensors) -> torch.optim.Optimizer:
+    """The configured optimizer over ``tensors`` (model tensors, e.g. ``model.parameters()``)."""
     if cfg.optimizer == "adam":
-        return torch.optim.Adam(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
-    return torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum, nesterov=cfg.nesterov,
+        return torch.optim.Adam(tensors, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    return torch.optim.SGD(tensors, lr=cfg.lr, momentum=cfg.momentum, nesterov=cfg.nesterov,
                            weight_decay=cfg.weight_decay)

@@ -10,7 +10,8 @@ Horovod setting (:class:`bench.config.HorovodSettings`) on top of the hardware p
 :class:`bench.BenchError` raised before anything is written or launched.
 
 ``config.json`` (what the plan and ``--prepare-only`` write) is read back by :func:`load_config`:
-strictly typed, validated, never merged again.
+strictly typed, its values checked, never merged again, and the machine not probed again (:func:`check_values`
+against :func:`check_machine`: the launcher probes the machine before launch, the ranks do not).
 """
 
 from __future__ import annotations
@@ -23,10 +24,14 @@ from typing import Any
 
 import yaml
 
-from . import SCHEMA_VERSION, BenchError
+from . import SCHEMA_VERSION, BenchError, cpu_idle
 from .algorithms import get_algorithm
+from .cluster import check_supported, parse_rate
+from .cluster.spec import IFNAME
 from .config import HorovodSettings, LaunchConfig, RunConfig, TrainConfig
 from .layout import REPO_ROOT, check_name
+from .placement import emulated_hosts_used, host_shares, processes
+from .results import read_json
 from .typed import build, choices_text, field_types
 
 HARDWARE_DOC_KEYS = ("description",)  # documentation keys of a hardware profile, not settings
@@ -119,47 +124,75 @@ def load_hardware(name: str, params_file: Path | None = None) -> dict:
     return data
 
 
-def _slots(cfg: RunConfig) -> tuple[int, str] | None:
-    """How many processes the hardware profile holds, and where; None when horovodrun will check (hostfile) or
-    an emulated cluster is sized to the run."""
+def _host_slots(cfg: RunConfig) -> int | None:
+    """How many processes the ``hosts`` list holds; None without one (a hostfile: horovodrun checks; an emulated
+    cluster: sized to the run; this machine: :func:`check_machine`)."""
     launch = cfg.launch
-    if launch.hostfile or launch.emulated_hosts:
+    if launch.hostfile or launch.emulated_hosts or not launch.hosts:
         return None
-    if launch.hosts:
-        try:
-            return sum(int(h.rpartition(":")[2] or 1) for h in launch.hosts.split(",")), f"hosts {launch.hosts!r}"
-        except ValueError:
-            raise BenchError(f"hosts must be host:slots[,host:slots...], got {launch.hosts!r}") from None
-    cores = os.cpu_count() or 1
-    return LOCAL_PROCESSES_PER_CORE * cores, f"this machine ({cores} cores, {LOCAL_PROCESSES_PER_CORE} processes per core)"
+    try:
+        return sum(int(h.rpartition(":")[2] or 1) for h in launch.hosts.split(","))
+    except ValueError:
+        raise BenchError(f"hosts must be host:slots[,host:slots...], got {launch.hosts!r}") from None
+
+
+def _check_slots(cfg: RunConfig, slots: int, where: str) -> None:
+    procs = processes(cfg)
+    if procs > slots and not cfg.launch.oversubscribe:
+        raise BenchError(f"{procs} processes ({cfg.algorithm} with np={cfg.launch.np}) exceed the {slots} that {where} "
+                         f"holds; lower --np or pass --oversubscribe")
 
 
 def validate(cfg: RunConfig) -> RunConfig:
-    """Every check of a resolved configuration: each section's own, then those across sections (stragglers,
-    processes against the hardware, dataset files), then the algorithm's (hyperparameters in the context of
-    the run, e.g. EASGD's n·α < 2)."""
-    from . import cpu_idle
-    from .data import check_files
+    """Every check of a resolved configuration before anything is written: its values (:func:`check_values`),
+    then what it needs of this machine (:func:`check_machine`)."""
+    check_values(cfg)
+    check_machine(cfg)
+    return cfg
 
+
+def check_values(cfg: RunConfig) -> RunConfig:
+    """The checks of a configuration's values alone, wherever it is read (a rank reading its config.json included):
+    each section's own, then those across sections (stragglers, processes against the ``hosts`` list, the emulated
+    cluster's settings), then the algorithm's (hyperparameters in the context of the run, e.g. EASGD's n·α < 2).
+    Nothing of the machine is probed."""
     check_names(cfg.study, cfg.tag, cfg.launch.hardware)
     cfg.train.validate()
     cfg.launch.validate()
-    algo = get_algorithm(cfg.algorithm)
     np_ = cfg.launch.np
     bad = [r for r in cfg.train.slow_ranks if not 0 <= r < np_]
     if bad:
         raise BenchError(f"slow_ranks {bad} are not workers: valid worker indices are 0..{np_ - 1} for np={np_}")
-    processes = np_ + algo.server_ranks(cfg.params, np_)
-    slots = _slots(cfg)
-    if slots and processes > slots[0] and not cfg.launch.oversubscribe:
-        raise BenchError(f"{processes} processes ({cfg.algorithm} with np={np_}) exceed the {slots[0]} that {slots[1]} "
-                         f"holds; lower --np or pass --oversubscribe")
+    slots = _host_slots(cfg)
+    if slots is not None:
+        _check_slots(cfg, slots, f"hosts {cfg.launch.hosts!r}")
     if cfg.launch.emulated_hosts:
         _check_emulated(cfg)
-    cpu_idle.check(cfg.launch.cpu_idle)
-    check_files(cfg.train)
-    algo.validate(cfg.params, cfg)
+    get_algorithm(cfg.algorithm).validate(cfg.params, cfg)
     return cfg
+
+
+def check_machine(cfg: RunConfig) -> None:
+    """What the run needs of the machine that launches it, probed there before anything is written (by
+    :func:`resolve` and by the launcher, :func:`bench.launch.check_launch`), never by the ranks: this machine's
+    cores for its local processes or its emulated hosts' CPU shares, an emulated cluster's support (root, network
+    namespaces, sshd), ``cpu_idle: poll``'s device, the dataset's files and the algorithm's own files."""
+    launch = cfg.launch
+    cores = os.cpu_count() or 1
+    if not (launch.hosts or launch.hostfile or launch.emulated_hosts):
+        _check_slots(cfg, LOCAL_PROCESSES_PER_CORE * cores,
+                     f"this machine ({cores} cores, {LOCAL_PROCESSES_PER_CORE} processes per core)")
+    if launch.emulated_hosts:
+        for host, share in launch.emulated_cpu.items():
+            if share > cores:
+                raise BenchError(f"emulated_cpu share of host {host} must be in (0, {cores}] cores, got {share!r}")
+        _cluster_supported()
+        host_shares(cfg)  # the hosts' CPU shares fit this machine's cores
+    cpu_idle.check(launch.cpu_idle)
+    from .data import check_files  # bench.data imports torch (a second): not where a command only builds its parser
+
+    check_files(cfg.train)
+    get_algorithm(cfg.algorithm).check_machine(cfg.params, cfg)
 
 
 def check_names(study: str, tag: str, hardware: str) -> None:
@@ -170,27 +203,19 @@ def check_names(study: str, tag: str, hardware: str) -> None:
 
 
 def _check_emulated(cfg: RunConfig) -> None:
-    """An emulated cluster needs root and network namespaces here (one-line error naming what is missing)."""
-    from . import cluster
-
-    from .launch import emulated_hosts_used
-
-    cluster.parse_rate(cfg.launch.link)
+    """An emulated cluster's settings: its link rate, the hosts its CPU shares name, its interface (set here to the
+    cluster's own), the torch threads a host's share holds (one-line errors naming the value)."""
+    parse_rate(cfg.launch.link)
     hosts = max(cfg.launch.emulated_hosts, emulated_hosts_used(cfg))  # named by the key the user gave
-    cores = os.cpu_count() or 1
     for host, share in cfg.launch.emulated_cpu.items():
         if not 0 <= host < hosts:
             raise BenchError(f"emulated_cpu names host {host}; this run's emulated cluster has hosts 0..{hosts - 1}")
-        if not 0 < share <= cores:
-            raise BenchError(f"emulated_cpu share of host {host} must be in (0, {cores}] cores, got {share!r}")
-    _cluster_supported()
-    if cfg.launch.network_interface not in ("", cluster.spec.IFNAME):
-        raise BenchError(f"an emulated cluster runs over its own interface {cluster.spec.IFNAME!r}; "
+        if not 0 < share:
+            raise BenchError(f"emulated_cpu share of host {host} must be > 0 cores, got {share!r}")
+    if cfg.launch.network_interface not in ("", IFNAME):
+        raise BenchError(f"an emulated cluster runs over its own interface {IFNAME!r}; "
                          f"network_interface {cfg.launch.network_interface!r} cannot be used with it")
-    cfg.launch.network_interface = cluster.spec.IFNAME
-    from .launch import host_shares
-
-    host_shares(cfg)  # the hosts' CPU shares fit this machine's cores
+    cfg.launch.network_interface = IFNAME
     if cfg.launch.cpu_per_host and cfg.train.threads > max(1, math.ceil(cfg.launch.cpu_per_host)):
         raise BenchError(f"threads {cfg.train.threads} do not fit in cpu_per_host {cfg.launch.cpu_per_host:g} cores "
                          f"(at most {max(1, math.ceil(cfg.launch.cpu_per_host))} torch thread(s) per rank)")
@@ -198,9 +223,7 @@ def _check_emulated(cfg: RunConfig) -> None:
 
 @functools.lru_cache(maxsize=1)
 def _cluster_supported() -> None:
-    from . import cluster
-
-    cluster.check_supported()
+    check_supported()
 
 
 def _route(algorithm: str, overrides: dict, sections: dict[str, dict], keys: dict[str, set]) -> None:
@@ -260,7 +283,8 @@ def resolve(algorithm: str, *, np: int | None = None, profile: str | None = None
 
 
 def config_from_dict(d: dict) -> RunConfig:
-    """A :class:`RunConfig` from its ``to_dict()`` form (config.json): strictly typed and validated."""
+    """A :class:`RunConfig` from its ``to_dict()`` form (config.json): strictly typed, its values checked
+    (:func:`check_values`; the machine is not probed)."""
     if not isinstance(d, dict) or d.get("schema_version") != SCHEMA_VERSION:
         found = d.get("schema_version") if isinstance(d, dict) else d
         raise BenchError(f"config schema_version {found!r} is not {SCHEMA_VERSION}")
@@ -270,13 +294,13 @@ def config_from_dict(d: dict) -> RunConfig:
     top = build(RunConfig, {**d, **{k: None for k in sections}}, what="config key")
     for key, (cls, what) in sections.items():
         setattr(top, key, build(cls, d.get(key), what=what))
-    return validate(top)
+    return check_values(top)
 
 
 def load_config(path: str | Path) -> RunConfig:
-    """Read a run's ``config.json``."""
-    from .results import read_json
-
+    """Read a run's ``config.json`` (every rank does, and a study's run stage its planned configs): strictly typed,
+    its values checked (:func:`check_values`); this machine is not probed again (:func:`check_machine` ran where the
+    run was resolved and runs again in the launcher before launch)."""
     path = Path(path)
     if not path.is_file():
         raise BenchError(f"config file {str(path)!r} not found")

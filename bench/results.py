@@ -22,7 +22,7 @@ import math
 import os
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +30,50 @@ import pandas as pd
 
 from . import SCHEMA_VERSION, BenchError
 
-STEP_FIELDS = ("step", "epoch", "t", "samples", "loss", "accuracy", "step_s", "compute_s", "comm_s", "wait_s",
-               "injected_s", "staleness", "bytes_sent", "warmup")
+@dataclass
+class StepRecord:
+    """One worker step: one line of ``rank<r>.jsonl``, its keys in the order of these fields (the worker writes it,
+    :func:`load_run` reads the lines into ``Run.steps``, one column per field)."""
+
+    step: int
+    """The worker's steps so far, this one included (1, 2, ...)."""
+    epoch: float
+    """step / steps per epoch."""
+    t: float
+    """Seconds from the job's common start to the end of the step (loaded: from the first step's start)."""
+    samples: int
+    """Samples of the step's mini-batch."""
+    loss: float
+    """The mini-batch's training loss."""
+    accuracy: float
+    """The mini-batch's training accuracy."""
+    step_s: float
+    """The step's wall time (an injected straggler delay included)."""
+    compute_s: float
+    """step_s less comm_s and wait_s."""
+    comm_s: float
+    """Time the algorithm marked as communication (``ctx.timer.comm()``)."""
+    wait_s: float
+    """Time the algorithm marked as waiting (``ctx.timer.wait()``)."""
+    injected_s: float
+    """The straggler delay slept inside the step (bench.inject), 0 on other workers."""
+    staleness: float | None
+    """τ of the commit made in the step (asynchronous algorithms), else None."""
+    bytes_sent: int
+    """Payload bytes the worker handed to collectives or sent point-to-point."""
+    warmup: bool
+    """One of the first ``warmup_steps``: left out of the throughput."""
+
+    def line(self) -> dict:
+        """The record as written (a mapping in field order)."""
+        return vars(self)
+
+    @classmethod
+    def keys(cls) -> list[str]:
+        """The keys of a step record, in order."""
+        return [f.name for f in fields(cls)]
+
+
 EVAL_FIELDS = ("step", "epoch", "t", "samples_seen", "loss", "accuracy")
 
 
@@ -231,7 +273,7 @@ def load_run(path: str | Path) -> Run:
             df = pd.DataFrame.from_records(recs)
             df.insert(0, "rank", int(f.stem[4:]))
             frames.append(df)
-    steps = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["rank", *STEP_FIELDS])
+    steps = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["rank", *StepRecord.keys()])
     ev = path / "eval.jsonl"
     evals = pd.DataFrame.from_records(read_jsonl(ev, tolerate_torn_tail=not ok)) if ev.exists() else pd.DataFrame()
     if evals.empty:

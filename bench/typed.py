@@ -29,6 +29,14 @@ def field_types(cls) -> dict[str, Any]:
     return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
 
 
+def _json_key(key: Any, tp: Any) -> Any:
+    """A mapping's key as JSON wrote it: a JSON object's keys are strings, so an integer key comes back as its
+    digits (``emulated_cpu`` in config.json)."""
+    if tp is int and isinstance(key, str) and key.lstrip("-").isdigit():
+        return int(key)
+    return key
+
+
 def check(value: Any, tp: Any, name: str) -> Any:
     """``value`` if it is of type ``tp`` (an int is accepted for a float); else a BenchError naming ``name``."""
     origin = typing.get_origin(tp)
@@ -59,7 +67,7 @@ def check(value: Any, tp: Any, name: str) -> Any:
         key_tp, val_tp = typing.get_args(tp)
         if not isinstance(value, dict):
             raise BenchError(f"invalid {name} {value!r}: expected a mapping")
-        return {check(k, key_tp, name): check(v, val_tp, name) for k, v in value.items()}
+        return {check(_json_key(k, key_tp), key_tp, name): check(v, val_tp, name) for k, v in value.items()}
     if tp is bool:
         if not isinstance(value, bool):
             raise BenchError(f"invalid {name} {value!r}: expected true or false")

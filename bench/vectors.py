@@ -51,11 +51,11 @@ def nbytes(tensors: Iterable[torch.Tensor]) -> int:
     return sum(t.numel() * t.element_size() for t in tensors)
 
 
-def snapshot(model: nn.Module, params: torch.Tensor | None = None) -> dict:
-    """A copy of what evaluating ``model`` needs: its parameters as one vector (or ``params``, e.g. a de-biased
+def snapshot(model: nn.Module, theta: torch.Tensor | None = None) -> dict:
+    """A copy of what evaluating ``model`` needs: its parameters as one vector (or ``theta``, e.g. a de-biased
     push-sum vector) and a copy of every buffer (BatchNorm running statistics), kept in host memory."""
-    vec = flat(model.parameters()) if params is None else params.detach().clone()
-    return {"params": vec.cpu(), "buffers": [b.detach().cpu().clone() for b in model.buffers()]}
+    vec = flat(model.parameters()) if theta is None else theta.detach().clone()
+    return {"theta": vec.cpu(), "buffers": [b.detach().cpu().clone() for b in model.buffers()]}
 
 
 class EvalNet:
@@ -65,13 +65,13 @@ class EvalNet:
         self._build = build_model
         self._net: nn.Module | None = None
 
-    def load(self, params: torch.Tensor, buffers: list[torch.Tensor] | None = None) -> nn.Module:
-        """The model with parameters ``params`` (flat) and ``buffers`` (None: keep the model's own)."""
+    def load(self, theta: torch.Tensor, buffers: list[torch.Tensor] | None = None) -> nn.Module:
+        """The model with parameters ``theta`` (flat) and ``buffers`` (None: keep the model's own)."""
         if self._net is None:
             self._net = self._build()
         net = self._net
         device = next(net.parameters()).device
-        assign_(net.parameters(), params.to(device))
+        assign_(net.parameters(), theta.to(device))
         if buffers is not None:
             with torch.no_grad():
                 for b, v in zip(net.buffers(), buffers, strict=True):

@@ -48,7 +48,7 @@ from .inject import Faults, Straggler
 from .models import build_model, make_optimizer
 from .progress import step_bar
 from .resolve import load_config
-from .results import JsonlWriter, mark_failed, read_json, write_json_atomic, write_summary
+from .results import JsonlWriter, StepRecord, mark_failed, read_json, write_json_atomic, write_summary
 from .timing import StepTimer, ThreadCpu, device_sync
 from .watchdog import on_sigterm_raise, unfinished, watch_launcher
 
@@ -166,11 +166,11 @@ class Worker:
                 warm = step <= train.warmup_steps
                 end = self.now()
                 timing.append(StepTiming(end, step_s, len(y), warm))
-                writer.write({"step": step, "epoch": step / self.shard.steps, "t": end,
-                              "samples": len(y), "loss": stats.loss, "accuracy": stats.correct / y.numel(),
-                              "step_s": step_s, "compute_s": max(step_s - split["comm"] - split["wait"], 0.0),
-                              "comm_s": split["comm"], "wait_s": split["wait"], "injected_s": injected,
-                              "staleness": stats.staleness, "bytes_sent": stats.bytes_sent, "warmup": warm})
+                writer.write(StepRecord(step=step, epoch=step / self.shard.steps, t=end, samples=len(y), loss=stats.loss,
+                                        accuracy=stats.correct / y.numel(), step_s=step_s,
+                                        compute_s=max(step_s - split["comm"] - split["wait"], 0.0),
+                                        comm_s=split["comm"], wait_s=split["wait"], injected_s=injected,
+                                        staleness=stats.staleness, bytes_sent=stats.bytes_sent, warmup=warm).line())
                 if bar is not None:
                     bar.update(1)
                     bar.set_postfix(loss=f"{stats.loss:.3f}", refresh=False)
@@ -204,11 +204,11 @@ class Worker:
 
     def run(self) -> None:
         comm = self.comm
-        comm.barrier()  # comm: a common start
+        comm.barrier()  # comm: wait until every rank is ready: a common start
         # One clock for all ranks: rank 0's, read before this broadcast, whose latency (0.3-1.5 s on the emulated
         # hosts at 0.36 of a core) is therefore in every `t` written; load_run counts `t` from the first step's start.
         # (Each rank's own clock after the barrier would skew the ranks by up to a quota period, 64 ms.)
-        self.ctx.t0 = comm.broadcast_object(time.time(), root=0)  # comm: one time origin for all ranks
+        self.ctx.t0 = comm.broadcast_object(time.time(), root=0)  # comm: broadcast rank 0's clock to every rank: one time origin
         wall0 = time.time()
         threads = ThreadCpu(comm.horovod_tids)
         cpu0 = threads.read()
@@ -226,7 +226,7 @@ class Worker:
         mine = {"rank": comm.rank, "host": os.environ.get("HOROVOD_HOSTNAME") or os.uname().nodename,
                 "worker": not self.algo.is_server(), "steps": len(timing), "timing": timing, "final": final,
                 "stats": self.algo.stats(), "eval_s": eval_s, "snapshot_s": self.snapshot_s, "cpu_threads": cpu}
-        gathered = comm.allgather_object(mine)  # comm: per-rank figures for the summary
+        gathered = comm.allgather_object(mine)  # comm: gather every rank's figures on every rank, for rank 0's summary
         if comm.rank == 0:
             self.write_summary(gathered, train_s, time.time() - wall0)
 

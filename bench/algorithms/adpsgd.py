@@ -78,11 +78,11 @@ class ADPSGD(Algorithm):
 
     def setup(self, model, optimizer):
         super().setup(model, optimizer)
-        self.comm.broadcast_state(model, optimizer)  # comm: common start (parameters and optimizer state)
+        self.comm.broadcast_state(model, optimizer)  # comm: broadcast rank 0's parameters and optimizer state to every worker
         rank, n = self.comm.rank, self.comm.size
         self.graph = Bipartite(n)
-        self.params = list(model.parameters())
-        self.numel = vectors.numel(self.params)
+        self.tensors = list(model.parameters())
+        self.numel = vectors.numel(self.tensors)
         self.averagings = 0  # active: initiated; passive: served
         self.lock = threading.Lock()
         self.neighbours = self.graph.out_peers(rank) if n > 1 else []
@@ -95,7 +95,7 @@ class ADPSGD(Algorithm):
         self.served_bytes = 0  # passive: bytes its service thread sent since its last step (reported by the step)
         if not self.neighbours:
             return
-        self.pairs = self.comm.pairwise(self.timeout_s, label="adpsgd")  # comm: collective, every rank
+        self.pairs = self.comm.pairwise(self.timeout_s, label="adpsgd")  # comm: open the pairwise channel over all workers (collective, every rank)
         if self.active:
             self.rng = random.Random(f"{self.ctx.cfg.train.seed}/adpsgd/{rank}")
         else:
@@ -106,10 +106,10 @@ class ADPSGD(Algorithm):
     # -- active side -----------------------------------------------------------------------
     def average_with(self, partner: int) -> int:
         """x_i, x_j ← (x_i + x_j)/2 with passive ``partner`` (served by its thread); returns bytes sent."""
-        mine = vectors.flat(self.params)
+        mine = vectors.flat(self.tensors)
         with self.ctx.timer.comm():
-            theirs = self.pairs.swap(partner, mine, self.t - 1)  # comm: x_i to the partner, x_j back; the step from 0
-        vectors.assign_(self.params, (mine + theirs) / 2)  # (x_active + x_passive)/2, the passive's operand order
+            theirs = self.pairs.swap(partner, mine, self.t - 1)  # comm: send x_i to the passive partner, receive its x_j back (the step counted from 0)
+        vectors.assign_(self.tensors, (mine + theirs) / 2)  # (x_active + x_passive)/2, the passive's operand order
         self.averagings += 1
         self.last_partner = partner
         return mine.numel() * mine.element_size() + self.pairs.header_bytes
@@ -123,13 +123,13 @@ class ADPSGD(Algorithm):
 
     def _serve(self) -> None:
         """Serve averaging requests until every active neighbour has sent DONE (the service thread)."""
-        theirs = torch.empty(self.numel, dtype=self.params[0].dtype)
-        for src in self.pairs.requests(self.neighbours):  # comm: a request from any active, until all are done
+        theirs = torch.empty(self.numel, dtype=self.tensors[0].dtype)
+        for src in self.pairs.requests(self.neighbours):  # comm: receive a request from any active neighbour, until all are done
             with self.lock:
-                self.pairs.receive(src, theirs)  # comm: x_i
-                mine = vectors.flat(self.params)
-                self.pairs.reply(src, mine)  # comm: x_j
-                vectors.assign_(self.params, (theirs + mine) / 2)  # (x_active + x_passive)/2
+                self.pairs.receive(src, theirs)  # comm: receive x_i from the requesting active
+                mine = vectors.flat(self.tensors)
+                self.pairs.reply(src, mine)  # comm: send x_j back to the requesting active
+                vectors.assign_(self.tensors, (theirs + mine) / 2)  # (x_active + x_passive)/2
                 self.averagings += 1
                 self.served_bytes += mine.numel() * mine.element_size()
 
@@ -150,14 +150,14 @@ class ADPSGD(Algorithm):
             with self.ctx.timer.comm():  # lock contention with the service thread
                 self.lock.acquire()
             try:
-                vectors.assign_(self.work.parameters(), vectors.flat(self.params))  # x̂ = x_j
+                vectors.assign_(self.work.parameters(), vectors.flat(self.tensors))  # x̂ = x_j
             finally:
                 self.lock.release()
             stats = self.forward_backward(x, y, model=self.work)
             with self.ctx.timer.comm():
                 self.lock.acquire()
             try:
-                for p, w in zip(self.params, self.work.parameters()):
+                for p, w in zip(self.tensors, self.work.parameters()):
                     p.grad = w.grad
                 self.optimizer.step()  # x_j ← Opt(x_j, g), x_j possibly averaged since x̂
                 with torch.no_grad():
@@ -176,7 +176,7 @@ class ADPSGD(Algorithm):
         if self.pairs is None:
             return
         if self.active:
-            self.pairs.done(self.neighbours, self.t)  # comm: tell every passive neighbour this active is done
+            self.pairs.done(self.neighbours, self.t)  # comm: send DONE to every passive neighbour
             return
         self.thread.join(self.timeout_s * 2)
         if self.thread.is_alive():

@@ -46,7 +46,7 @@ class AEASGD(PSAlgorithm):
         stats = self.local_step(x, y)
         if self.t % self.p.communication_window == 0:
             with self.ctx.timer.comm():
-                self.client.pull(self._buf, snapshot=True)  # comm: θ̃
+                self.client.pull(self._buf, snapshot=True)  # comm: pull the centre θ̃ from the server
             theta = self.flat()
             elastic = (theta - self._buf).mul_(self.ctx.cfg.train.lr * self.p.rho)
             self.load(theta - elastic)

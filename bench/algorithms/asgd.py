@@ -19,7 +19,9 @@ from pathlib import Path
 import torch
 
 from .. import BenchError
+from ..data import load_dataset
 from ..layout import REPO_ROOT
+from ..models import build_model
 from .ps_base import WindowAlgorithm, check_positive_int
 
 
@@ -58,10 +60,10 @@ class ASGD(WindowAlgorithm):
     def validate(cls, params, cfg) -> None:
         super().validate(params, cfg)
         check_positive_int(params, "n_sync")
-        if params.warm_start:  # before launch: the run's model built here, from the dataset's shape
-            from ..data import load_dataset
-            from ..models import build_model
 
+    @classmethod
+    def check_machine(cls, params, cfg) -> None:
+        if params.warm_start:  # before launch: the checkpoint against the run's model, built from the dataset's shape
             ds = load_dataset(cfg.train)
             load_checkpoint(params.warm_start, build_model(cfg.train, ds.input_shape, ds.num_classes).state_dict(),
                             cfg.train.model)

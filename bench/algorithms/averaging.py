@@ -33,7 +33,7 @@ class WindowedAveraging(Algorithm):
 
     def setup(self, model, optimizer):
         super().setup(model, optimizer)
-        self.comm.broadcast_state(model, optimizer)  # comm: common start (parameters and optimizer state)
+        self.comm.broadcast_state(model, optimizer)  # comm: broadcast rank 0's parameters and optimizer state to every worker
         self.exchanges = 0
         self.last_exchange = 0  # the step (self.t) of the last exchange
 

@@ -117,7 +117,7 @@ class Algorithm:
         self.t = 0
         """The steps this worker has begun, counted by :meth:`forward_backward` (one call per step): between steps the
         steps taken; within a step, once its gradient is computed, that step's number counted from 1."""
-        self._grad_params: tuple[nn.Module | None, list] = (None, [])  # forward_backward's model and its parameters
+        self._grad_tensors: tuple[nn.Module | None, list] = (None, [])  # forward_backward's model and its parameters
 
     # -- class-level hooks, used before anything is launched ------------------------------
     @classmethod
@@ -127,7 +127,13 @@ class Algorithm:
 
     @classmethod
     def validate(cls, params, cfg) -> None:
-        """Raise bench.BenchError for invalid hyperparameters (before any job starts)."""
+        """Raise bench.BenchError for invalid hyperparameters (before any job starts). Reads the configuration only:
+        every rank runs it again when it reads its config.json."""
+
+    @classmethod
+    def check_machine(cls, params, cfg) -> None:
+        """Raise bench.BenchError for what the hyperparameters need of the launching machine (a file they name),
+        checked before launch and never by the ranks (:func:`bench.resolve.check_machine`)."""
 
     # -- per-rank life cycle --------------------------------------------------------------
     def setup(self, model: nn.Module, optimizer: torch.optim.Optimizer) -> None:
@@ -142,17 +148,17 @@ class Algorithm:
     def step(self, x: torch.Tensor, y: torch.Tensor) -> StepStats:
         raise NotImplementedError
 
-    def eval_params(self) -> torch.Tensor:
+    def eval_theta(self) -> torch.Tensor:
         """The parameter vector this rank contributes to the evaluated model (default: its model's parameters)."""
         return vectors.flat(self.model.parameters())
 
     def snapshot(self) -> dict | None:
         """A copy of what this rank contributes to the evaluated model, or None. Called between steps at the same
         step counts on every worker rank, and once more after :meth:`finalize` on every rank; must not wait on
-        other ranks. Default: :meth:`eval_params` and the buffers, on every rank if :attr:`averaged_evaluation`,
+        other ranks. Default: :meth:`eval_theta` and the buffers, on every rank if :attr:`averaged_evaluation`,
         else on rank 0 only."""
         if self.averaged_evaluation or self.comm.rank == 0:
-            return vectors.snapshot(self.model, params=self.eval_params())
+            return vectors.snapshot(self.model, theta=self.eval_theta())
         return None
 
     def own_snapshots(self) -> list[tuple[dict, dict]]:
@@ -164,7 +170,7 @@ class Algorithm:
         the model to evaluate on the rank that evaluates, None elsewhere. May communicate."""
         if self.averaged_evaluation:
             return self.averaged_model(snap)
-        return None if snap is None else self.eval_net.load(snap["params"], snap["buffers"])
+        return None if snap is None else self.eval_net.load(snap["theta"], snap["buffers"])
 
     def finalize(self) -> None:
         """Complete outstanding communication before the final snapshot."""
@@ -179,9 +185,9 @@ class Algorithm:
         Every step calls it once: it counts the step (:attr:`t`)."""
         self.t += 1
         model = model or self.model
-        if self._grad_params[0] is not model:  # a module's parameter walk costs more than the loop below
-            self._grad_params = (model, list(model.parameters()))
-        for p in self._grad_params[1]:
+        if self._grad_tensors[0] is not model:  # a module's parameter walk costs more than the loop below
+            self._grad_tensors = (model, list(model.parameters()))
+        for p in self._grad_tensors[1]:
             p.grad = None  # model.zero_grad(set_to_none=True): backward allocates fresh gradients, no accumulate pass
         out = model(x)
         loss = self.ctx.loss_fn(out, y)
@@ -203,11 +209,11 @@ class Algorithm:
         buffers such as BatchNorm's batch counter are rank 0's) as a model on rank 0, None elsewhere.
         For the algorithms whose replicas differ (local SGD, gossip); collective: every rank calls it."""
         device = self.ctx.device
-        vec = snap["params"].to(device)
-        self.comm.allreduce_(vec, name=f"{self.name}.eval.params")  # comm: mean of the replicas
+        vec = snap["theta"].to(device)
+        self.comm.allreduce_(vec, name=f"{self.name}.eval.theta")  # comm: allreduce the evaluated model over all ranks: the mean of the replicas
         floats = [b for b in snap["buffers"] if b.is_floating_point()]
         if floats:
             buf = vectors.flat(floats).to(device)
-            self.comm.allreduce_(buf, name=f"{self.name}.eval.buffers")  # comm: mean of the running statistics
+            self.comm.allreduce_(buf, name=f"{self.name}.eval.buffers")  # comm: allreduce the buffers over all ranks: the mean running statistics
             vectors.assign_(floats, buf.cpu())
         return self.eval_net.load(vec, snap["buffers"]) if self.comm.rank == 0 else None

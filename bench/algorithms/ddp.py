@@ -86,10 +86,10 @@ class DDP(Algorithm):
 
     def setup(self, model, optimizer):
         super().setup(model, optimizer)
-        self.comm.init_torch_distributed()  # comm: torch.distributed group from Horovod's rank/size
+        self.comm.init_torch_distributed()  # comm: open torch.distributed's group over all workers from Horovod's rank and size
         dev = self.ctx.device
-        self.ddp = DistributedDataParallel(model, device_ids=[dev.index] if dev.type == "cuda" else None)  # comm: broadcasts rank 0's parameters
-        self.comm.broadcast_optimizer_state(optimizer, root=0)  # comm:
+        self.ddp = DistributedDataParallel(model, device_ids=[dev.index] if dev.type == "cuda" else None)  # comm: wrap the model: DDP broadcasts rank 0's parameters to every worker
+        self.comm.broadcast_optimizer_state(optimizer, root=0)  # comm: broadcast rank 0's optimizer state to every worker
         self.grad_bytes = self.param_bytes(grads=True)
         self.grad_numel = sum(p.numel() for p in model.parameters() if p.requires_grad)
         self.elsize = next(model.parameters()).element_size()
@@ -99,13 +99,13 @@ class DDP(Algorithm):
         if hook == "fp16":
             from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
-            self.ddp.register_comm_hook(None, default_hooks.fp16_compress_hook)  # comm: float16 bucket allreduce
+            self.ddp.register_comm_hook(None, default_hooks.fp16_compress_hook)  # comm: each float16 bucket allreduced over all workers
         elif hook == "powersgd":
             from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook
 
             self.powersgd = powerSGD_hook.PowerSGDState(process_group=None, matrix_approximation_rank=self.p.powersgd_rank,
                                                         start_powerSGD_iter=self.p.powersgd_start_iter)
-            self.ddp.register_comm_hook(self.powersgd, powerSGD_hook.powerSGD_hook)  # comm: P and Q allreduces
+            self.ddp.register_comm_hook(self.powersgd, powerSGD_hook.powerSGD_hook)  # comm: the P and Q factors allreduced over all workers
         elif hook == "post_localsgd":
             from torch.distributed.algorithms.ddp_comm_hooks import post_localSGD_hook
             from torch.distributed.algorithms.model_averaging import averagers
@@ -113,13 +113,13 @@ class DDP(Algorithm):
             state = post_localSGD_hook.PostLocalSGDState(process_group=None, subgroup=None,
                                                          start_localSGD_iter=self.p.post_localsgd_start_iter,
                                                          post_local_gradient_allreduce=False)
-            self.ddp.register_comm_hook(state, post_localSGD_hook.post_localSGD_hook)  # comm: allreduce during warm-up only
+            self.ddp.register_comm_hook(state, post_localSGD_hook.post_localSGD_hook)  # comm: gradients allreduced over all workers during the warm-up only
             self.averager = averagers.PeriodicModelAverager(period=self.p.post_localsgd_period,
                                                             warmup_steps=self.p.post_localsgd_start_iter)
 
     def step(self, x, y) -> StepStats:
         compressed_before = self.powersgd.total_numel_after_compression if self.powersgd is not None else 0
-        stats = self.forward_backward(x, y, model=self.ddp)  # comm: bucketed allreduce (or the hook) inside backward
+        stats = self.forward_backward(x, y, model=self.ddp)  # comm: backward allreduces the gradient buckets over all workers (or the hook does)
         self.optimizer.step()
         if self.powersgd is not None:
             sent = self.powersgd.total_numel_after_compression - compressed_before  # elements handed to P/Q/uncompressed allreduces
@@ -129,7 +129,7 @@ class DDP(Algorithm):
             stats.bytes_sent = self.grad_bytes if self.t <= warm else 0  # self.t counts from 1
             if avg.step >= avg.warmup_steps and (avg.step - avg.warmup_steps) % avg.period == 0:
                 with self.ctx.timer.comm():
-                    avg.average_parameters(self.model.parameters())  # comm: θᵏ ← mean_j θʲ
+                    avg.average_parameters(self.model.parameters())  # comm: allreduce the parameters over all workers: θᵏ ← mean_j θʲ
                 stats.bytes_sent += self.param_bytes()
                 self.averagings += 1
             else:

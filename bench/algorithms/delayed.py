@@ -49,26 +49,26 @@ class Delayed(Algorithm):
 
     def setup(self, model, optimizer):
         super().setup(model, optimizer)
-        self.comm.broadcast_state(model, optimizer)  # comm: common start (parameters and optimizer state)
-        self.params = [p for p in model.parameters() if p.requires_grad]
-        n = vectors.numel(self.params)
-        self.buffers = [torch.zeros(n, dtype=self.params[0].dtype, device=self.ctx.device) for _ in range(self.p.delay + 1)]
+        self.comm.broadcast_state(model, optimizer)  # comm: broadcast rank 0's parameters and optimizer state to every worker
+        self.tensors = [p for p in model.parameters() if p.requires_grad]
+        n = vectors.numel(self.tensors)
+        self.buffers = [torch.zeros(n, dtype=self.tensors[0].dtype, device=self.ctx.device) for _ in range(self.p.delay + 1)]
         self.inflight: deque = deque()  # (slot, handle), oldest first
         self.applied = 0
 
     def _apply(self, slot: int) -> None:
         """Put the reduced gradient of ``slot`` into .grad and take one optimizer step."""
-        for p in self.params:
+        for p in self.tensors:
             if p.grad is None:
                 p.grad = torch.empty_like(p)
-        vectors.assign_([p.grad for p in self.params], self.buffers[slot])
+        vectors.assign_([p.grad for p in self.tensors], self.buffers[slot])
         self.optimizer.step()
         self.applied += 1
 
     def _complete_oldest(self) -> None:
         slot, handle = self.inflight.popleft()
         with self.ctx.timer.wait():
-            self.comm.synchronize(handle)  # comm: the reduction of step t-d
+            self.comm.synchronize(handle)  # comm: wait for the allreduce over all workers started at step t-d
         self._apply(slot)
 
     def step(self, x, y) -> StepStats:
@@ -76,9 +76,9 @@ class Delayed(Algorithm):
         t = self.t - 1  # this step, counted from 0
         slot = t % (self.p.delay + 1)  # free: the reduction that used it was applied at step t-1
         with self.ctx.timer.comm():
-            torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in self.params],
+            torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in self.tensors],
                       out=self.buffers[slot])
-            handle = self.comm.allreduce_async_(self.buffers[slot], name=f"delayed.{slot}")  # comm: mean_k g_t
+            handle = self.comm.allreduce_async_(self.buffers[slot], name=f"delayed.{slot}")  # comm: start the allreduce (mean over all workers) of this step's gradient g_t
         self.inflight.append((slot, handle))
         if len(self.inflight) > self.p.delay:
             self._complete_oldest()

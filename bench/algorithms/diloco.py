@@ -137,7 +137,7 @@ class DiLoCo(WindowedAveraging):
         if self.p.inner_optimizer == "adamw":
             t = self.ctx.cfg.train
             optimizer = torch.optim.AdamW(model.parameters(), lr=t.lr, weight_decay=t.weight_decay)
-        super().setup(model, optimizer)  # common start (parameters and optimizer state)
+        super().setup(model, optimizer)  # comm: broadcast rank 0's parameters and optimizer state to every worker
         self.outer = vectors.flat(model.parameters())  # θ̃, the same on every rank
         self.buf = torch.zeros_like(self.outer)  # u, the outer momentum
         p = self.p
@@ -164,22 +164,22 @@ class DiLoCo(WindowedAveraging):
         """Blocking: Δ = mean_k(θ̃ − θᵏ) on the slice, outer step, workers restart from θ̃ on the slice."""
         with self.ctx.timer.comm():
             delta = self.outer[sl] - vectors.flat(self.model.parameters())[sl]
-            self.comm.allreduce_(delta, name=name)  # comm: Δ = mean_k (θ̃ − θᵏ)
+            self.comm.allreduce_(delta, name=name)  # comm: allreduce the outer gradient over all workers: Δ = mean_k (θ̃ − θᵏ)
         self._apply(sl, delta, 0.0)
 
     def _start(self, frag: int) -> None:
         sl = self.slices[frag]
         with self.ctx.timer.comm():
             delta = self.outer[sl] - vectors.flat(self.model.parameters())[sl]
-            handle = self.comm.allreduce_async_(delta, name=f"diloco.fragment{frag}")  # comm: Δ_p in flight for τ steps
+            handle = self.comm.allreduce_async_(delta, name=f"diloco.fragment{frag}")  # comm: start the allreduce (mean over all workers) of fragment p's Δ_p, in flight for τ steps
         self.inflight[frag] = (self.t, handle, delta)
 
     def _finish(self, frag: int) -> None:
         sent, handle, delta = self.inflight.pop(frag)
-        if not self.comm.poll(handle):  # comm: never blocks
+        if not self.comm.poll(handle):  # comm: ask whether the fragment's allreduce has completed (never blocks)
             self.late += 1
         with self.ctx.timer.wait():
-            self.comm.synchronize(handle)  # comm: the fragment's mean outer gradient
+            self.comm.synchronize(handle)  # comm: wait for the fragment's mean outer gradient over all workers
         self._apply(self.slices[frag], delta, self.alpha)
         self.sync_log.append((frag, sent, self.t))
 
@@ -208,7 +208,7 @@ class DiLoCo(WindowedAveraging):
         if self.t > min(self.last_sent):
             self._exchange_now(slice(0, self.outer.numel()), "diloco.final")
 
-    def eval_params(self) -> torch.Tensor:
+    def eval_theta(self) -> torch.Tensor:
         return self.outer
 
     def stats(self) -> dict:

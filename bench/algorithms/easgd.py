@@ -62,7 +62,7 @@ class EASGD(WindowedAveraging):
                              f"choose rho < {2 / (n * cfg.train.lr):.4g}")
 
     def setup(self, model, optimizer):
-        super().setup(model, optimizer)  # common start (parameters and optimizer state)
+        super().setup(model, optimizer)  # comm: broadcast rank 0's parameters and optimizer state to every worker
         self.alpha = self.ctx.cfg.train.lr * self.p.rho
         self.centre = vectors.flat(model.parameters())  # θ̃, the same on every rank
 
@@ -71,11 +71,11 @@ class EASGD(WindowedAveraging):
         e = self.alpha * (theta - self.centre)
         vectors.assign_(self.model.parameters(), theta - e)  # θᵏ ← θᵏ − e_k
         with self.ctx.timer.comm():
-            self.comm.allreduce_(e, name="easgd.elastic", average=False)  # comm: Σ_k e_k
+            self.comm.allreduce_(e, name="easgd.elastic", average=False)  # comm: allreduce (sum) the elastic differences over all workers: Σ_k e_k
         self.centre += e  # θ̃ ← θ̃ + Σ_k e_k
         return self.centre.numel() * self.centre.element_size()
 
-    def eval_params(self):
+    def eval_theta(self):
         return self.centre
 
     def stats(self) -> dict:

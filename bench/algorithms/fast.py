@@ -56,10 +56,9 @@ from typing import Literal
 import torch
 
 from .. import BenchError, vectors
+from ..comm import tags
 from ..topology import Ring, Torus
 from .base import Algorithm, StepStats
-
-TAG = 53
 
 
 class FAST(Algorithm):
@@ -85,12 +84,12 @@ class FAST(Algorithm):
 
     def setup(self, model, optimizer):
         super().setup(model, optimizer)
-        self.comm.broadcast_state(model, optimizer)  # comm: common start (parameters and optimizer state)
+        self.comm.broadcast_state(model, optimizer)  # comm: broadcast rank 0's parameters and optimizer state to every worker
         n, rank = self.comm.size, self.comm.rank
         self.graph = Ring(n) if self.p.topology == "ring" else Torus(n)
         self.neighbours = self.graph.out_peers(rank) if n > 1 else []
-        self.p2p = self.comm.p2p() if self.neighbours else None  # comm: point-to-point transport
-        self.params = list(model.parameters())
+        self.p2p = self.comm.p2p() if self.neighbours else None  # comm: open the point-to-point transport between the workers (collective)
+        self.tensors = list(model.parameters())
         self.sync_every = max(1, round(self.p.sync_epochs * self.ctx.steps_per_epoch))
         ds = self.ctx.dataset
         k = min(self.p.sync_samples, len(ds.x_train))
@@ -98,7 +97,7 @@ class FAST(Algorithm):
         self.pending, self.winners, self.synced_at = None, [], -1
 
     def _apply(self, grad: torch.Tensor) -> None:
-        vectors.assign_([p.grad for p in self.params], grad)
+        vectors.assign_([p.grad for p in self.tensors], grad)
         self.optimizer.step()
 
     def _drain(self) -> None:
@@ -106,19 +105,19 @@ class FAST(Algorithm):
         if self.pending is None:
             return
         with self.ctx.timer.comm():
-            received = self.pending.wait()  # comm:
+            received = self.pending.wait()  # comm: receive the neighbours' gradients of the last step
         for b in received:
             self._apply(b)
         self.pending = None
 
     def step(self, x, y) -> StepStats:
         stats = self.forward_backward(x, y)
-        g = vectors.flat(p.grad for p in self.params)
+        g = vectors.flat(p.grad for p in self.tensors)
         exchange = None
         if self.neighbours:
             with self.ctx.timer.comm():
-                exchange = self.p2p.exchange([(g, j) for j in self.neighbours],  # comm: g_i^t to the neighbours
-                                             [(torch.empty_like(g), j) for j in self.neighbours], tag=TAG)
+                exchange = self.p2p.exchange([(g, j) for j in self.neighbours],  # comm: send g_i^t to each neighbour, post the receives of theirs
+                                             [(torch.empty_like(g), j) for j in self.neighbours], tag=tags.FAST_GRADIENT)
         self.optimizer.step()  # own gradient
         self._drain()  # neighbours' gradients of step t-1
         self.pending = exchange
@@ -140,11 +139,11 @@ class FAST(Algorithm):
         """All workers evaluate; all restart from the best worker's weights. Returns bytes sent."""
         self._drain()
         with self.ctx.timer.comm():
-            losses = self.comm.allgather_object(self.selection_loss(), name="fast.losses")  # comm:
+            losses = self.comm.allgather_object(self.selection_loss(), name="fast.losses")  # comm: allgather every worker's selection loss
             best = min(range(len(losses)), key=lambda r: (losses[r], r))
-            self.comm.broadcast_parameters(self.model.state_dict(), root=best)  # comm:
+            self.comm.broadcast_parameters(self.model.state_dict(), root=best)  # comm: broadcast the best worker's parameters to every worker
             if self.optimizer.state_dict()["state"]:  # (Horovod would take a zero-gradient step to fill an empty state)
-                self.comm.broadcast_optimizer_state(self.optimizer, root=best)  # comm: momentum / Adam moments
+                self.comm.broadcast_optimizer_state(self.optimizer, root=best)  # comm: broadcast the best worker's momentum / Adam moments to every worker
         self.winners.append(best)
         self.synced_at = self.t
         return self.param_bytes() if self.comm.rank == best else 0

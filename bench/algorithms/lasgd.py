@@ -45,10 +45,10 @@ class LASGD(WindowedAveraging):
     def _complete(self, blocking: bool) -> None:
         if blocking:
             with self.ctx.timer.wait():
-                self.comm.synchronize(self.handle)  # comm: the averaging is late: block on it
+                self.comm.synchronize(self.handle)  # comm: wait for the late averaging's allreduce over all workers
             self.waited += 1
         else:
-            self.comm.synchronize(self.handle)  # comm: complete already (polled); releases the handle
+            self.comm.synchronize(self.handle)  # comm: take the completed averaging (polled: no wait) and release its handle
         theta = vectors.flat(self.model.parameters())
         theta += self.mean - self.sent  # θ ← mean(s) + (θ − s)
         vectors.assign_(self.model.parameters(), theta)
@@ -57,7 +57,7 @@ class LASGD(WindowedAveraging):
         self.handle = None
 
     def communicate(self) -> int:
-        if self.handle is not None and self.comm.poll(self.handle):  # comm: never blocks
+        if self.handle is not None and self.comm.poll(self.handle):  # comm: ask whether the averaging's allreduce has completed (never blocks)
             self._complete(blocking=False)
         return super().communicate()
 
@@ -68,7 +68,7 @@ class LASGD(WindowedAveraging):
         with self.ctx.timer.comm():
             self.sent = vectors.flat(self.model.parameters())
             self.mean = self.sent.clone()
-            self.handle = self.comm.allreduce_async_(self.mean, name="lasgd.avg")  # comm: mean_j s_j, in flight
+            self.handle = self.comm.allreduce_async_(self.mean, name="lasgd.avg")  # comm: start the allreduce (mean over all workers) of the model copy s_j
         return self.param_bytes()
 
     def finalize(self) -> None:  # no leftover averaging: the one in flight is completed and applied

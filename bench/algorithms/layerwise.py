@@ -35,21 +35,21 @@ class Layerwise(Algorithm):
 
     def setup(self, model, optimizer):
         super().setup(model, optimizer)
-        self.comm.broadcast_parameters(model.state_dict(), root=0)  # comm:
-        self.params = [p for p in model.parameters() if p.requires_grad]
+        self.comm.broadcast_parameters(model.state_dict(), root=0)  # comm: broadcast rank 0's parameters to every worker
+        self.tensors = [p for p in model.parameters() if p.requires_grad]
         # one optimizer per parameter tensor: fresh (zero) state, identical on every rank
-        self.opts = [self.ctx.make_optimizer([p]) for p in self.params]
+        self.opts = [self.ctx.make_optimizer([p]) for p in self.tensors]
         self.pending: list[tuple[int, object]] = []  # (parameter index, handle), in launch order
         self.in_backward = True
         self.applied_in_backward = 0
         self.applied = 0
-        for i, p in enumerate(self.params):
+        for i, p in enumerate(self.tensors):
             p.register_post_accumulate_grad_hook(self._hook(i))
 
     def _hook(self, i: int):
         def hook(p):
             with self.ctx.timer.comm():
-                handle = self.comm.allreduce_async_(p.grad, name=f"layerwise.{i}")  # comm: mean_k of this gradient
+                handle = self.comm.allreduce_async_(p.grad, name=f"layerwise.{i}")  # comm: start the allreduce (mean over all workers) of this layer's gradient
             self.pending.append((i, handle))
             self._apply_completed()
         return hook
@@ -57,7 +57,7 @@ class Layerwise(Algorithm):
     def _apply(self, j: int, synchronized: bool = False) -> None:
         i, handle = self.pending.pop(j)
         if not synchronized:
-            self.comm.synchronize(handle)  # comm: complete already (polled); releases the handle
+            self.comm.synchronize(handle)  # comm: take the completed reduction's result (polled: no wait) and release its handle
         self.opts[i].step()
         self.applied += 1
         self.applied_in_backward += self.in_backward
@@ -65,7 +65,7 @@ class Layerwise(Algorithm):
     def _apply_completed(self) -> None:
         j = 0
         while j < len(self.pending):
-            if self.comm.poll(self.pending[j][1]):  # comm: never blocks
+            if self.comm.poll(self.pending[j][1]):  # comm: ask whether this layer's allreduce has completed (never blocks)
                 self._apply(j)
             else:
                 j += 1
@@ -78,7 +78,7 @@ class Layerwise(Algorithm):
             self._apply_completed()
             if self.pending:
                 with self.ctx.timer.wait():
-                    self.comm.synchronize(self.pending[0][1])  # comm: block on the oldest reduction only
+                    self.comm.synchronize(self.pending[0][1])  # comm: wait for the oldest layer's allreduce over all workers only
                 self._apply(0, synchronized=True)
         stats.bytes_sent = self.param_bytes(grads=True)
         return stats

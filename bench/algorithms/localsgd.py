@@ -32,7 +32,7 @@ class LocalSGD(WindowedAveraging):
     def exchange(self) -> int:
         vec = vectors.flat(self.model.parameters())
         with self.ctx.timer.comm():
-            self.comm.allreduce_(vec, name="localsgd.avg")  # comm: θᵏ ← mean_j θʲ
+            self.comm.allreduce_(vec, name="localsgd.avg")  # comm: allreduce the flat model over all workers: θᵏ ← mean_j θʲ
         vectors.assign_(self.model.parameters(), vec)
         return self.param_bytes()
 

@@ -26,12 +26,12 @@ import os
 import signal
 import sys
 import threading
-import time
 from dataclasses import dataclass
 
 import torch
 
 from .. import BenchError, vectors
+from ..comm.ps import PSClient, PSServer
 from .base import Algorithm, StepStats, check_window, window_params
 
 
@@ -129,14 +129,12 @@ class PSAlgorithm(Algorithm):
     # -- life cycle ------------------------------------------------------------------------
     def setup(self, model, optimizer):
         super().setup(model, optimizer)
-        self.comm.broadcast_parameters(model.state_dict(), root=0)  # comm: θ̃₀ = θᵏ₀ on every rank
+        self.comm.broadcast_parameters(model.state_dict(), root=0)  # comm: broadcast rank 0's parameters to every rank: θ̃₀ = θᵏ₀
         self.comm.use_any_source_backend()  # the server receives from any rank: gloo when p2p_backend is auto
-        p2p = self.comm.p2p(self.p.recv_timeout_s)  # comm: open the point-to-point transport
-        from ..comm.ps import PSClient, PSServer
-
-        self.params = list(model.parameters())
+        p2p = self.comm.p2p(self.p.recv_timeout_s)  # comm: open the point-to-point transport between the workers and the server (collective)
+        self.tensors = list(model.parameters())
         self.buffers = list(model.buffers())
-        self.numel = vectors.numel(self.params)
+        self.numel = vectors.numel(self.tensors)
         self.server_rank = self.ctx.num_workers  # the last rank
         self._done = False
         if self.is_server():
@@ -153,25 +151,25 @@ class PSAlgorithm(Algorithm):
 
     def serve(self) -> None:
         with signals_end_serving(self.comm.rank):
-            self.server.serve()
+            self.server.serve()  # comm: receive every worker's messages and answer them until all are done
 
     # -- helpers for workers ---------------------------------------------------------------
     def flat(self) -> torch.Tensor:
-        return vectors.flat(self.params).to(torch.float32).cpu()
+        return vectors.flat(self.tensors).to(torch.float32).cpu()
 
     def load(self, vec: torch.Tensor) -> None:
-        vectors.assign_(self.params, vec.to(self.params[0].device))
+        vectors.assign_(self.tensors, vec.to(self.tensors[0].device))
 
     def pull(self) -> None:
         """θᵏ ← θ̃ (a window-starting pull)."""
         with self.ctx.timer.comm():
-            self.client.pull(self._buf, snapshot=True)
+            self.client.pull(self._buf, snapshot=True)  # comm: pull the centre θ̃ from the server
         self.load(self._buf)
 
     def commit(self, payload: torch.Tensor, pull: bool = False) -> StepStats:
         """Send ``payload`` to the server; with ``pull`` also θᵏ ← new θ̃. Returns the bytes and τ to record."""
         with self.ctx.timer.comm():
-            tau = self.client.commit(payload.cpu().contiguous(), into=self._buf if pull else None)
+            tau = self.client.commit(payload.cpu().contiguous(), into=self._buf if pull else None)  # comm: send the payload to the server (and pull θ̃)
         if pull:
             self.load(self._buf)
         nbytes = payload.numel() * 4 + self.client.header_bytes
@@ -192,14 +190,14 @@ class PSAlgorithm(Algorithm):
         self.snapshots.append((meta, self._centre_snapshot(centre, buffers)))
 
     def _centre_snapshot(self, centre: torch.Tensor, buffers: torch.Tensor | None) -> dict:
-        return {"params": centre.clone(),
+        return {"theta": centre.clone(),
                 "buffers": vectors.split_like(buffers, self.buffers) if buffers is not None else None}
 
     def snapshot(self):
         if self.is_server():  # the final centre (after serve), with the buffers rank 0 sent with DONE
             return self._centre_snapshot(self.server.centre, self.server.buffers)
         if self.comm.rank == 0 and not self._done:
-            self.client.snapshot(self.t, self._buffers_vector())  # comm: never waits
+            self.client.snapshot(self.t, self._buffers_vector())  # comm: send SNAP (and rank 0's buffers) to the server, without waiting
         return None
 
     def own_snapshots(self):
@@ -208,7 +206,7 @@ class PSAlgorithm(Algorithm):
     def finalize(self) -> None:
         if not self.is_server() and not self._done:
             self.flush()
-            self.client.done(self._buffers_vector() if self.comm.rank == 0 else None)  # comm: releases the SNAP messages; the server stops once every worker is done
+            self.client.done(self._buffers_vector() if self.comm.rank == 0 else None)  # comm: send DONE to the server once the SNAP sends have ended; the server stops once every worker is done
         self._done = True
 
     def stats(self) -> dict:
@@ -293,5 +291,5 @@ class GradientAlgorithm(PSAlgorithm):
         if self.t == 0:
             self.pull()
         stats = self.forward_backward(x, y)
-        grad = vectors.flat(p.grad for p in self.params).to(torch.float32)
+        grad = vectors.flat(p.grad for p in self.tensors).to(torch.float32)
         return merge(stats, self.commit(grad, pull=True))

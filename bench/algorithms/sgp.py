@@ -33,10 +33,9 @@ from dataclasses import dataclass
 import torch
 
 from .. import BenchError, vectors
+from ..comm import tags
 from ..topology import Exponential
 from .base import Algorithm, StepStats
-
-TAG = 51
 
 
 class SGP(Algorithm):
@@ -61,11 +60,11 @@ class SGP(Algorithm):
 
     def setup(self, model, optimizer):
         super().setup(model, optimizer)
-        self.comm.broadcast_state(model, optimizer)  # comm: common start (parameters and optimizer state)
+        self.comm.broadcast_state(model, optimizer)  # comm: broadcast rank 0's parameters and optimizer state to every worker
         self.graph = Exponential(self.comm.size, self.p.peers_per_step)
-        self.p2p = self.comm.p2p() if self.comm.size > 1 else None  # comm: point-to-point transport
-        self.params = list(model.parameters())
-        x = vectors.flat(self.params)
+        self.p2p = self.comm.p2p() if self.comm.size > 1 else None  # comm: open the point-to-point transport between the workers (collective)
+        self.tensors = list(model.parameters())
+        x = vectors.flat(self.tensors)
         self.xw = torch.cat([x, x.new_ones(1)])  # [x_i, w_i]: one message per peer
         self.pending = None  # overlap: the exchange of the last round
 
@@ -73,22 +72,22 @@ class SGP(Algorithm):
         return self.xw[:-1] / self.xw[-1]
 
     def _load_z(self) -> None:
-        vectors.assign_(self.params, self.z())
+        vectors.assign_(self.tensors, self.z())
 
     def _receive_pending(self) -> None:
         if self.pending is None:
             return
         with self.ctx.timer.comm():
-            received = self.pending.wait()  # comm: messages of the previous round
+            received = self.pending.wait()  # comm: receive the previous round's [x_j, w_j] shares from the in-peers
         for b in received:
             self.xw += b
         self.pending = None
 
     def step(self, x, y) -> StepStats:
         stats = self.forward_backward(x, y)  # g = ∇L(z_i)
-        vectors.assign_(self.params, self.xw[:-1])  # the optimizer steps the numerator x_i
+        vectors.assign_(self.tensors, self.xw[:-1])  # the optimizer steps the numerator x_i
         self.optimizer.step()
-        self.xw[:-1] = vectors.flat(self.params)
+        self.xw[:-1] = vectors.flat(self.tensors)
         if self.p2p is not None:
             stats.bytes_sent = self._gossip()
         self._load_z()
@@ -102,8 +101,8 @@ class SGP(Algorithm):
         self.xw *= self.graph.mixing_weight(self.comm.rank, t)
         share = self.xw.clone() if self.p.overlap else self.xw  # overlap: xw changes while the send is in flight
         with self.ctx.timer.comm():
-            self.pending = self.p2p.exchange([(share, dst) for dst in out],  # comm: this round's messages
-                                             [(torch.empty_like(self.xw), src) for src in inn], tag=TAG)
+            self.pending = self.p2p.exchange([(share, dst) for dst in out],  # comm: send this round's [x_i, w_i] share to the out-peers, post the in-peers' receives
+                                             [(torch.empty_like(self.xw), src) for src in inn], tag=tags.SGP_SHARE)
         if not self.p.overlap:
             self._receive_pending()
         return len(out) * share.numel() * share.element_size()
@@ -112,7 +111,7 @@ class SGP(Algorithm):
         self._receive_pending()  # overlap: add the mass still in flight
         self._load_z()
 
-    def eval_params(self):
+    def eval_theta(self):
         return self.z()  # the evaluated model is the mean of the de-biased z_i
 
     def stats(self) -> dict:

@@ -68,7 +68,7 @@ class SlowMo(WindowedAveraging):
             raise BenchError(f"slowmo: the run's lr (γ, which the slow momentum divides by) must be > 0, got {cfg.train.lr!r}")
 
     def setup(self, model, optimizer):
-        super().setup(model, optimizer)  # common start (parameters and optimizer state)
+        super().setup(model, optimizer)  # comm: broadcast rank 0's parameters and optimizer state to every worker
         self.x0 = vectors.flat(model.parameters())  # x_{s,0}, the same on every rank
         self.u = torch.zeros_like(self.x0)  # slow momentum
         self.gamma = self.ctx.cfg.train.lr
@@ -77,13 +77,13 @@ class SlowMo(WindowedAveraging):
         """One outer iteration."""
         x = vectors.flat(self.model.parameters())
         with self.ctx.timer.comm():
-            self.comm.allreduce_(x, name="slowmo.avg")  # comm: x̄ = mean_k xᵏ (exact average)
+            self.comm.allreduce_(x, name="slowmo.avg")  # comm: allreduce the flat model over all workers: x̄ = mean_k xᵏ (exact average)
         self.u.mul_(self.p.slow_momentum).add_((self.x0 - x) / self.gamma)  # u ← βu + (x_{s,0} − x̄)/γ
         self.x0.sub_(self.u, alpha=self.p.slow_lr * self.gamma)  # x_{s+1,0} = x_{s,0} − αγu
         vectors.assign_(self.model.parameters(), self.x0)
         return self.param_bytes()
 
-    def eval_params(self) -> torch.Tensor:
+    def eval_theta(self) -> torch.Tensor:
         return self.x0
 
     def stats(self) -> dict:

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from .. import BenchError
+from ..system import horovod_build
 from .base import Algorithm, StepStats
 
 
@@ -44,20 +45,27 @@ def _is_power_of_two(n: int) -> bool:
     return n >= 1 and n & (n - 1) == 0
 
 
-def check_adasum(cfg) -> None:
-    """Refuse ``op: adasum`` where Horovod cannot run it (one line naming why and what is needed)."""
-    from ..system import horovod_build
+ADASUM_NEEDS = "Horovod built with MPI (HOROVOD_WITH_MPI=1) and a hardware profile with controller: mpi"
 
-    build = horovod_build()
-    mpi = bool((build.get("available") or {}).get("MPI"))
-    what = f"Horovod {build.get('version') or '(version unknown)'} here is built " + ("with MPI" if mpi else "without MPI (Gloo only)")
-    needs = "Horovod built with MPI (HOROVOD_WITH_MPI=1) and a hardware profile with controller: mpi"
-    if not mpi or cfg.launch.controller != "mpi":
-        raise BenchError(f"sync: op=adasum cannot run: Horovod reduces Adasum only over MPI (NCCL+MPI on GPUs), never Gloo "
-                         f"(a gloo job fails with 'No Adasum operation enabled'); {what} and the job's controller is "
-                         f"{cfg.launch.controller}; it needs {needs}")
+
+def _adasum_refused(why: str) -> BenchError:
+    return BenchError(f"sync: op=adasum cannot run: Horovod reduces Adasum only over MPI (NCCL+MPI on GPUs), never Gloo "
+                      f"(a gloo job fails with 'No Adasum operation enabled'); {why}; it needs {ADASUM_NEEDS}")
+
+
+def check_adasum(cfg) -> None:
+    """Refuse ``op: adasum`` where the run's settings cannot run it (one line naming why and what is needed)."""
+    if cfg.launch.controller != "mpi":
+        raise _adasum_refused(f"the job's controller is {cfg.launch.controller}")
     if not _is_power_of_two(cfg.launch.np):
         raise BenchError(f"sync: op=adasum needs a power-of-two number of workers (Horovod's Adasum), got np={cfg.launch.np}")
+
+
+def check_adasum_build() -> None:
+    """Refuse ``op: adasum`` where this machine's Horovod has no MPI (``horovodrun --check-build``)."""
+    build = horovod_build()
+    if not (build.get("available") or {}).get("MPI"):
+        raise _adasum_refused(f"Horovod {build.get('version') or '(version unknown)'} here is built without MPI (Gloo only)")
 
 
 class Sync(Algorithm):
@@ -76,10 +84,15 @@ class Sync(Algorithm):
         if params.op == "adasum":
             check_adasum(cfg)
 
+    @classmethod
+    def check_machine(cls, params, cfg) -> None:
+        if params.op == "adasum":
+            check_adasum_build()
+
     def setup(self, model, optimizer):
         super().setup(model, optimizer)
-        self.comm.broadcast_state(model, optimizer)  # comm: common start (parameters and optimizer state)
-        self.dist_opt = self.comm.distributed_optimizer(optimizer, model.named_parameters(),  # comm:
+        self.comm.broadcast_state(model, optimizer)  # comm: broadcast rank 0's parameters and optimizer state to every worker
+        self.dist_opt = self.comm.distributed_optimizer(optimizer, model.named_parameters(),  # comm: wrap the optimizer: backward hooks start each gradient's allreduce over all workers
                                                         compression=self.p.compression, op=self.p.op)
         self.payload = sum(p.numel() * (2 if self.p.compression == "fp16" and p.is_floating_point() else p.element_size())
                            for p in model.parameters() if p.requires_grad)
@@ -88,11 +101,11 @@ class Sync(Algorithm):
         stats = self.forward_backward(x, y)  # zeroes the gradients first (what dist_opt.zero_grad() would do)
         if self.p.op == "adasum":
             with self.ctx.timer.comm():
-                self.dist_opt.step()  # comm: wait for the Adasum reductions of the updates, apply them
+                self.dist_opt.step()  # comm: wait for the Adasum reductions of the updates over all workers, apply them
         else:
             with self.ctx.timer.comm():
-                self.comm.wait_optimizer(self.dist_opt)  # comm: with horovod.wait_sleep_us: a sleeping wait
-                self.dist_opt.synchronize()  # comm: wait for the gradient allreduces started in backward
+                self.comm.wait_optimizer(self.dist_opt)  # comm: wait (sleeping, horovod.wait_sleep_us) for the gradient allreduces over all workers
+                self.dist_opt.synchronize()  # comm: wait for the gradient allreduces over all workers started in backward
             with self.dist_opt.skip_synchronize():
                 self.dist_opt.step()
         stats.bytes_sent = self.payload

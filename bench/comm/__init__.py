@@ -19,17 +19,16 @@ import time
 
 import torch
 
+from ..timing import ThreadCpu
+from .p2p import CommTimeout, P2P
+from .pairwise import PairwiseChannel
+
+__all__ = ["Comm", "CommTimeout"]
 
 FIRST_SLEEP_S = 5e-6
 """The adaptive wait's first sleep (``Comm.wait_sleeping``); later sleeps double up to ``wait_sleep_us``."""
 
 _PR_SET_TIMERSLACK = 29  # prctl(2)
-
-
-class CommTimeout(RuntimeError):
-    """A point-to-point message did not complete within its timeout (the peer died or went silent, or its
-    connection closed): the one timeout error of :mod:`bench.comm` (raised by :func:`bench.comm.p2p.wait_for`
-    and by the protocols built on it)."""
 
 
 def _fine_timer_slack(ns: int = 1000) -> None:
@@ -48,12 +47,10 @@ class Comm:
 
     def __init__(self, network_interface: str = "", p2p_backend: str = "auto", wait_sleep_us: float | None = None,
                  wait_spin_us: float | None = None, groups: int | None = None):
-        import horovod.torch as hvd
-
-        from ..timing import ThreadCpu
+        import horovod.torch as hvd  # optional, heavy (its C++ library): only where a job runs
 
         before = ThreadCpu.tids()
-        hvd.init()  # comm: Horovod's controller (gloo or MPI) and the background thread
+        hvd.init()  # comm: start Horovod's controller (gloo or MPI) over all ranks and its background thread
         self.horovod_tids = frozenset(ThreadCpu.tids() - before)
         """The threads ``hvd.init()`` started (the background thread, gloo's): labelled ``horovod`` in the CPU record."""
         self.hvd = hvd
@@ -75,18 +72,18 @@ class Comm:
     def allreduce_(self, tensor: torch.Tensor, name: str | None = None, average: bool = True) -> torch.Tensor:
         """In-place blocking allreduce (mean by default)."""
         if self.wait_sleep_s:
-            return self.synchronize(self.allreduce_async_(tensor, name=name, average=average))  # comm:
-        return self.hvd.allreduce_(tensor, name=name, op=self.Average if average else self.Sum)  # comm:
+            return self.synchronize(self.allreduce_async_(tensor, name=name, average=average))  # comm: allreduce the tensor over all ranks, waiting adaptively
+        return self.hvd.allreduce_(tensor, name=name, op=self.Average if average else self.Sum)  # comm: allreduce the tensor over all ranks (in place, blocking)
 
     def allreduce_async_(self, tensor: torch.Tensor, name: str | None = None, average: bool = True):
         """Start an in-place non-blocking allreduce; returns a handle for :meth:`synchronize`."""
-        return self.hvd.allreduce_async_(tensor, name=name, op=self.Average if average else self.Sum)  # comm:
+        return self.hvd.allreduce_async_(tensor, name=name, op=self.Average if average else self.Sum)  # comm: start the tensor's allreduce over all ranks
 
     def synchronize(self, handle):
         """Wait for a non-blocking operation to complete and return its output (sleeping between polls when
         ``wait_sleep_us`` is set, else in Horovod's spinning wait)."""
         self.wait_sleeping([handle])
-        return self.hvd.synchronize(handle)  # comm:
+        return self.hvd.synchronize(handle)  # comm: wait for the operation over all ranks to complete
 
     def wait_sleeping(self, handles) -> None:
         """With ``wait_sleep_us`` set: return once every handle has completed, waiting adaptively so that a waiting
@@ -124,35 +121,35 @@ class Comm:
 
     def poll(self, handle) -> bool:
         """True when a non-blocking operation has completed (never blocks)."""
-        return self.hvd.poll(handle)  # comm:
+        return self.hvd.poll(handle)  # comm: ask whether the operation has completed (never blocks)
 
     def broadcast_parameters(self, state_dict, root: int = 0) -> None:
-        self.hvd.broadcast_parameters(state_dict, root_rank=root)  # comm:
+        self.hvd.broadcast_parameters(state_dict, root_rank=root)  # comm: broadcast rank root's tensors to every rank
 
     def broadcast_optimizer_state(self, optimizer, root: int = 0) -> None:
-        self.hvd.broadcast_optimizer_state(optimizer, root_rank=root)  # comm:
+        self.hvd.broadcast_optimizer_state(optimizer, root_rank=root)  # comm: broadcast rank root's optimizer state to every rank
 
     def broadcast_state(self, model, optimizer=None, root: int = 0) -> None:
         """A common start: rank ``root``'s parameters and buffers (and optimizer state) on every rank."""
-        self.hvd.broadcast_parameters(model.state_dict(), root_rank=root)  # comm:
+        self.hvd.broadcast_parameters(model.state_dict(), root_rank=root)  # comm: broadcast rank root's parameters and buffers to every rank
         if optimizer is not None:
-            self.hvd.broadcast_optimizer_state(optimizer, root_rank=root)  # comm:
+            self.hvd.broadcast_optimizer_state(optimizer, root_rank=root)  # comm: broadcast rank root's optimizer state to every rank
 
     def broadcast_object(self, obj, root: int = 0, name: str = "bench.object"):
         """Broadcast a picklable object (control data only, never training tensors).
 
         The name is explicit: Horovod's default is the object's type name, which differs
         between the root and the receivers (who pass None) and would hang the job."""
-        return self.hvd.broadcast_object(obj, root_rank=root, name=name)  # comm:
+        return self.hvd.broadcast_object(obj, root_rank=root, name=name)  # comm: broadcast rank root's object to every rank
 
     def allgather_object(self, obj, name: str = "bench.gather") -> list:
-        return self.hvd.allgather_object(obj, name=name)  # comm:
+        return self.hvd.allgather_object(obj, name=name)  # comm: gather every rank's object on every rank
 
     def allgather(self, tensor: torch.Tensor) -> torch.Tensor:
-        return self.hvd.allgather(tensor)  # comm:
+        return self.hvd.allgather(tensor)  # comm: gather every rank's tensor on every rank
 
     def barrier(self) -> None:
-        self.hvd.barrier()  # comm:
+        self.hvd.barrier()  # comm: wait until every rank has reached this point
 
     def distributed_optimizer(self, optimizer, named_parameters, compression: str = "none", op: str = "average"):
         """Horovod's DistributedOptimizer: allreduces started from backward hooks, per gradient or, with the job's
@@ -161,7 +158,7 @@ class Comm:
         hvd = self.hvd
         compressor = {"none": hvd.Compression.none, "fp16": hvd.Compression.fp16}[compression]
         reduce_op = {"average": hvd.Average, "adasum": hvd.Adasum}[op]
-        return hvd.DistributedOptimizer(optimizer, named_parameters=named_parameters,  # comm:
+        return hvd.DistributedOptimizer(optimizer, named_parameters=named_parameters,  # comm: wrap the optimizer: backward hooks allreduce the gradients over all ranks
                                         compression=compressor, op=reduce_op, groups=self.groups)
 
     def shutdown(self) -> None:
@@ -174,7 +171,7 @@ class Comm:
             if dist.is_initialized():
                 dist.destroy_process_group()
             self._torch_dist = False
-        self.hvd.shutdown()  # comm:
+        self.hvd.shutdown()  # comm: leave the job's Horovod (every rank)
 
     # -- torch.distributed (DDP baseline and the point-to-point transport) ----------------
     def host_address(self) -> str:
@@ -217,20 +214,18 @@ class Comm:
             with socket.socket() as s:  # a free port on rank 0's address for the TCP store
                 s.bind((addr, 0))
                 addr_port = (addr, s.getsockname()[1])
-        addr, port = self.broadcast_object(addr_port, root=0)  # comm: rendezvous through Horovod
+        addr, port = self.broadcast_object(addr_port, root=0)  # comm: broadcast rank 0's store address to every rank (rendezvous through Horovod)
         if self.backend() == "gloo" and self.network_interface:
             os.environ.setdefault("GLOO_SOCKET_IFNAME", self.network_interface)
         elif self.backend() == "gloo" and addr == "127.0.0.1":
             os.environ.setdefault("GLOO_SOCKET_IFNAME", _loopback_interface())
-        dist.init_process_group(self.backend(), init_method=f"tcp://{addr}:{port}", rank=self.rank,  # comm:
+        dist.init_process_group(self.backend(), init_method=f"tcp://{addr}:{port}", rank=self.rank,  # comm: join torch.distributed's default group of all ranks
                                 world_size=self.size, timeout=datetime.timedelta(seconds=timeout_s))
         self._torch_dist = True
 
     def p2p(self, timeout_s: float = 300.0):
         """The point-to-point transport (raw tensors over torch.distributed), opened on first use."""
         if self._p2p is None:
-            from .p2p import P2P
-
             self.init_torch_distributed(timeout_s)
             self._p2p = P2P(self.rank, self.size)
         return self._p2p
@@ -239,9 +234,7 @@ class Comm:
         """A new channel for atomic pairwise exchanges of vectors (:class:`bench.comm.pairwise.PairwiseChannel`) on a
         process group of its own (gloo), so that a service thread can use it beside the main thread's transport.
         Collective: every rank calls it, in the same order. ``label`` prefixes its error messages."""
-        from .pairwise import PairwiseChannel
-
-        return PairwiseChannel(self.p2p(timeout_s).channel(), timeout_s, label)  # comm: a new process group
+        return PairwiseChannel(self.p2p(timeout_s).channel(), timeout_s, label)  # comm: open a new process group over all ranks for the pairwise channel
 
 
 def _loopback_interface() -> str:

@@ -16,7 +16,7 @@ a send and a receive with the same peer without deadlock and gloo runs as separa
 :meth:`P2P.channel` opens a second, independent channel over all ranks (its own process group,
 created collectively), for a background thread that must not share a group with the main thread
 (AD-PSGD's passive service). :func:`wait_for` is the one bounded wait: it waits on a handle with a
-timeout and raises :class:`bench.comm.CommTimeout` (the one timeout error of ``bench.comm``) instead
+timeout and raises :class:`CommTimeout` (the one timeout error of ``bench.comm``) instead
 of hanging when the peer died or went silent.
 """
 
@@ -27,16 +27,20 @@ import datetime
 import torch
 import torch.distributed as dist
 
-from . import CommTimeout
-
 __all__ = ["CommTimeout", "Exchange", "P2P", "source_rank", "wait_for"]
+
+
+class CommTimeout(RuntimeError):
+    """A point-to-point message did not complete within its timeout (the peer died or went silent, or its
+    connection closed): the one timeout error of :mod:`bench.comm` (raised by :func:`wait_for` and by the
+    protocols built on it)."""
 
 
 def wait_for(work, timeout_s: float, what: str) -> None:
     """Wait for a handle of :meth:`P2P.isend` / :meth:`P2P.irecv` at most ``timeout_s`` seconds; raise
     :class:`CommTimeout` naming ``what`` otherwise (gloo also raises on a closed connection)."""
     try:
-        work.wait(datetime.timedelta(seconds=timeout_s))  # comm:
+        work.wait(datetime.timedelta(seconds=timeout_s))  # comm: wait for the send or receive with the peer to complete, at most timeout_s
     except RuntimeError as e:
         raise CommTimeout(f"{what}: no completion within {timeout_s:g} s ({e})".strip()) from e
 
@@ -64,7 +68,7 @@ class P2P:
         """A new channel over all ranks with its own process group: its messages never match this one's, and
         one thread per process may use it while another uses this one. Collective: every rank calls it, in the
         same order."""
-        return P2P(self.rank, self.size, dist.new_group(backend=backend))  # comm:
+        return P2P(self.rank, self.size, dist.new_group(backend=backend))  # comm: open a new process group over all ranks
 
     def _check_peer(self, peer: int | None) -> None:
         if peer is not None and not (0 <= peer < self.size and peer != self.rank):
@@ -72,23 +76,23 @@ class P2P:
 
     def send(self, tensor: torch.Tensor, dst: int, tag: int = 0) -> None:
         self._check_peer(dst)
-        dist.send(tensor.contiguous(), dst=dst, tag=tag, group=self.group)  # comm:
+        dist.send(tensor.contiguous(), dst=dst, tag=tag, group=self.group)  # comm: send the tensor to rank dst
 
     def recv(self, buffer: torch.Tensor, src: int | None = None, tag: int = 0) -> int:
         """Receive into ``buffer`` (from ``src``, or from any rank when None); returns the sender's rank."""
         self._check_peer(src)
-        return dist.recv(buffer, src=src, tag=tag, group=self.group)  # comm:
+        return dist.recv(buffer, src=src, tag=tag, group=self.group)  # comm: receive a tensor from rank src (any rank when None) into buffer
 
     def isend(self, tensor: torch.Tensor, dst: int, tag: int = 0):
         """Non-blocking send; returns a work handle with ``wait()`` and ``is_completed()`` (wait with :func:`wait_for`)."""
         self._check_peer(dst)
-        return dist.isend(tensor.contiguous(), dst=dst, tag=tag, group=self.group)  # comm:
+        return dist.isend(tensor.contiguous(), dst=dst, tag=tag, group=self.group)  # comm: start sending the tensor to rank dst
 
     def irecv(self, buffer: torch.Tensor, src: int | None = None, tag: int = 0):
         """Non-blocking receive into ``buffer`` (from ``src``, or from any rank when None: the sender is then
         :func:`source_rank`); returns a work handle."""
         self._check_peer(src)
-        return dist.irecv(buffer, src=src, tag=tag, group=self.group)  # comm:
+        return dist.irecv(buffer, src=src, tag=tag, group=self.group)  # comm: start receiving a tensor from rank src (any rank when None) into buffer
 
     def exchange(self, sends: list[tuple[torch.Tensor, int]], recvs: list[tuple[torch.Tensor, int]], tag: int = 0) -> "Exchange":
         """Start a round of point-to-point messages: ``sends`` (tensor, peer) and ``recvs`` (buffer, peer)."""
@@ -99,7 +103,7 @@ class P2P:
         for tensor, dst in sends:
             self._check_peer(dst)
             ops.append(dist.P2POp(dist.isend, tensor.contiguous(), dst, tag=tag, group=self.group))
-        return Exchange(dist.batch_isend_irecv(ops) if ops else [], [b for b, _ in recvs])  # comm:
+        return Exchange(dist.batch_isend_irecv(ops) if ops else [], [b for b, _ in recvs])  # comm: start the round's sends to and receives from the peers, as one batch
 
     def close(self) -> None:
         """Nothing to release beyond the process group, which :meth:`Comm.shutdown` destroys."""
@@ -113,7 +117,7 @@ class Exchange:
 
     def wait(self) -> list[torch.Tensor]:
         for w in self.works:
-            w.wait()  # comm:
+            w.wait()  # comm: wait for the round's sends and receives to complete
         self.works = []
         return self.buffers
 

@@ -10,10 +10,12 @@ with the two vectors (AD-PSGD: both assign their average), and what makes it ato
 Wire protocol, on a channel of its own (:meth:`bench.comm.p2p.P2P.channel`, opened by
 :meth:`bench.comm.Comm.pairwise`); every message is an int64 header or one flat vector:
 
-    active -> passive  header [MAGIC, AVG, active_rank, step]    tag HDR
-                       x_active (the passive's numel and dtype)   tag DATA
-    passive -> active  x_passive                                  tag REPLY
-    active -> passive  header [MAGIC, DONE, active_rank, step]   tag HDR    (once, at the end)
+    active -> passive  header [MAGIC, AVG, active_rank, step]    tag PAIRWISE_HEADER
+                       x_active (the passive's numel and dtype)   tag PAIRWISE_DATA
+    passive -> active  x_passive                                  tag PAIRWISE_REPLY
+    active -> passive  header [MAGIC, DONE, active_rank, step]   tag PAIRWISE_HEADER   (once, at the end)
+
+(the tags: :mod:`bench.comm.tags`)
 
 The passive refuses (a RuntimeError naming the sender) a header with a wrong magic, an unknown kind,
 a rank field that is not the sending rank, or a sender that is not an active it serves or has said
@@ -27,12 +29,11 @@ from typing import Iterable, Iterator
 
 import torch
 
-from . import CommTimeout
-from .p2p import P2P, source_rank, wait_for
+from . import tags
+from .p2p import P2P, CommTimeout, source_rank, wait_for
 
 MAGIC = 0x41445047  # "ADPG"
 AVG, DONE = 1, 2
-HDR, DATA, REPLY = 61, 62, 63  # tags on the channel
 HEADER_LEN = 4
 
 
@@ -53,17 +54,18 @@ class PairwiseChannel:
         dtype) once it has arrived."""
         theirs = torch.empty_like(mine)
         what = f"rank {self.rank}: averaging with passive rank {partner}"
-        reply = self.chan.irecv(theirs, src=partner, tag=REPLY)  # comm: post the receive first
-        wait_for(self.chan.isend(self._header(AVG, step), partner, tag=HDR), self.timeout_s, what)  # comm:
-        wait_for(self.chan.isend(mine, partner, tag=DATA), self.timeout_s, what)  # comm:
-        wait_for(reply, self.timeout_s, what)  # comm: x_passive
+        reply = self.chan.irecv(theirs, src=partner, tag=tags.PAIRWISE_REPLY)  # comm: post the receive of x_passive from the passive first
+        request = self._header(AVG, step)
+        wait_for(self.chan.isend(request, partner, tag=tags.PAIRWISE_HEADER), self.timeout_s, what)  # comm: send the AVG request to the passive
+        wait_for(self.chan.isend(mine, partner, tag=tags.PAIRWISE_DATA), self.timeout_s, what)  # comm: send x_active to the passive
+        wait_for(reply, self.timeout_s, what)  # comm: receive x_passive from the passive
         return theirs
 
     def done(self, passives: Iterable[int], step: int) -> None:
         """Tell every one of ``passives`` that this active sends no more requests."""
         for j in passives:
-            wait_for(self.chan.isend(self._header(DONE, step), j, tag=HDR), self.timeout_s,  # comm:
-                     f"{self.label}: rank {self.rank}: DONE to passive rank {j}")
+            wait_for(self.chan.isend(self._header(DONE, step), j, tag=tags.PAIRWISE_HEADER),  # comm: send DONE to passive j
+                     self.timeout_s, f"{self.label}: rank {self.rank}: DONE to passive rank {j}")
 
     # -- passive side ----------------------------------------------------------------------
     def requests(self, actives: Iterable[int]) -> Iterator[int]:
@@ -74,7 +76,7 @@ class PairwiseChannel:
         hdr = torch.zeros(HEADER_LEN, dtype=torch.int64)
         me = self.rank
         while pending:
-            work = self.chan.irecv(hdr, src=None, tag=HDR)  # comm: a request from any active
+            work = self.chan.irecv(hdr, src=None, tag=tags.PAIRWISE_HEADER)  # comm: receive a request header from any active
             try:
                 wait_for(work, self.timeout_s, f"rank {me} (passive)")
             except CommTimeout as e:
@@ -95,9 +97,11 @@ class PairwiseChannel:
 
     def receive(self, src: int, into: torch.Tensor) -> torch.Tensor:
         """The requesting active's vector, received into ``into`` (returned)."""
-        wait_for(self.chan.irecv(into, src=src, tag=DATA), self.timeout_s, self._serving(src))  # comm: x_active
+        wait_for(self.chan.irecv(into, src=src, tag=tags.PAIRWISE_DATA), self.timeout_s,  # comm: receive x_active from the active
+                 self._serving(src))
         return into
 
     def reply(self, src: int, mine: torch.Tensor) -> None:
         """Send ``mine`` to the requesting active (the end of its :meth:`swap`)."""
-        wait_for(self.chan.isend(mine, src, tag=REPLY), self.timeout_s, self._serving(src))  # comm: x_passive
+        wait_for(self.chan.isend(mine, src, tag=tags.PAIRWISE_REPLY), self.timeout_s,  # comm: send x_passive to the active
+                 self._serving(src))

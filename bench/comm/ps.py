@@ -20,15 +20,17 @@ different speeds (compare their reply waits, ``comm_s``, in the step records).
 
 Wire protocol (every message is a fixed-size int64 header, then at most one flat vector):
 
-    worker -> server  header [MAGIC, kind, worker_rank, clock, numel, flags]     tag HDR
-                      payload float32[numel] (COMMIT only)                       tag DATA
-    server -> worker  reply  [clock, tau, updates]                               tag REPLY
-                      centre float32[numel] (PULL, or COMMIT with F_PULL)        tag CENTRE
+    worker -> server  header [MAGIC, kind, worker_rank, clock, numel, flags]     tag PS_HEADER
+                      payload float32[numel] (COMMIT only)                       tag PS_DATA
+    server -> worker  reply  [clock, tau, updates]                               tag PS_REPLY
+                      centre float32[numel] (PULL, or COMMIT with F_PULL)        tag PS_CENTRE
+
+(the tags: :mod:`bench.comm.tags`)
 
 kinds: PULL, COMMIT, DONE, SNAP. SNAP (from rank 0 at its evaluation points, sent without waiting)
 asks the server to keep a copy of θ̃ for evaluation after training; it carries rank 0's step in the
 ``clock`` field and, when the model has buffers (BatchNorm's running statistics, which are not part
-of θ̃), those buffers as a float32 payload of ``numel`` elements (tag DATA). DONE carries the same
+of θ̃), those buffers as a float32 payload of ``numel`` elements (tag PS_DATA). DONE carries the same
 buffers the same way, so the final centre is evaluated with the running statistics of rank 0. flags: F_SNAPSHOT (a pull that starts a new window: the server
 keeps the worker's pulled copy of θ̃ when the rule needs it, e.g. ADAG's θ̃_{t−τ}, DC-ASGD's
 θ_bak), F_PULL (a commit that also returns the new centre: one round trip instead of two).
@@ -59,14 +61,13 @@ from typing import Callable
 
 import torch
 
-from . import CommTimeout
-from .p2p import P2P, source_rank, wait_for
+from . import tags
+from .p2p import P2P, CommTimeout, source_rank, wait_for
 
 MAGIC = 0x50535631  # "PSV1"
 PULL, COMMIT, DONE, SNAP = 1, 2, 3, 4
 KINDS = {PULL: "PULL", COMMIT: "COMMIT", DONE: "DONE", SNAP: "SNAP"}
 F_SNAPSHOT, F_PULL = 1, 2
-HDR, DATA, REPLY, CENTRE = 101, 102, 103, 104  # tags
 HEADER_LEN, REPLY_LEN = 6, 3
 SPARE = 1024  # elements past the expected end of every receive buffer: a message this much too long is refused, not an abort
 HEADER_SENTINEL = -0x2F2F2F2F2F2F2F2F  # no field of a valid header holds it
@@ -182,7 +183,8 @@ class PSServer:
             return None
         buf = payload_buffer(n)
         arm(buf, n)
-        wait_for(self.p2p.irecv(buf, src=src, tag=DATA), self.timeout_s, f"buffers from rank {src}")  # comm:
+        wait_for(self.p2p.irecv(buf, src=src, tag=tags.PS_DATA), self.timeout_s,  # comm: receive the buffers from the worker
+                 f"buffers from rank {src}")
         self.buffers = received_payload(buf, n, src, "buffers")
         return self.buffers
 
@@ -190,9 +192,9 @@ class PSServer:
         pending = set(self.workers)
         while pending:
             self._hdr.fill_(HEADER_SENTINEL)
-            work = self.p2p.irecv(self._hdr, src=None, tag=HDR)  # comm: a header from any worker
+            work = self.p2p.irecv(self._hdr, src=None, tag=tags.PS_HEADER)  # comm: post the receive of a header from any worker
             try:
-                wait_for(work, self.timeout_s, "parameter server")
+                wait_for(work, self.timeout_s, "parameter server")  # comm: wait for a header from any worker
             except CommTimeout as e:
                 now = time.time()
                 silent = ", ".join(f"rank {w} (last heard {now - self.last_heard[w]:.1f} s ago)" for w in sorted(pending))
@@ -217,7 +219,7 @@ class PSServer:
             tau = 0
             if kind == COMMIT:
                 arm(self._payload, self.numel)
-                wait_for(self.p2p.irecv(self._payload, src=src, tag=DATA), self.timeout_s,  # comm:
+                wait_for(self.p2p.irecv(self._payload, src=src, tag=tags.PS_DATA), self.timeout_s,  # comm: receive the commit's payload from the worker
                          f"payload from rank {src}")
                 payload = received_payload(self._payload, self.numel, src, "commit")
                 tau = self.clock - wclock
@@ -228,10 +230,10 @@ class PSServer:
                 self.served_at[src].append(time.time())
                 self.taus.append(tau)
             reply = torch.tensor([self.clock, tau, self.commits], dtype=torch.int64)
-            self.p2p.send(reply, src, tag=REPLY)  # comm:
+            self.p2p.send(reply, src, tag=tags.PS_REPLY)  # comm: send the reply (clock, τ, updates) to the worker
             if kind == PULL or flags & F_PULL:
                 self.pulls += 1
-                self.p2p.send(self.centre, src, tag=CENTRE)  # comm:
+                self.p2p.send(self.centre, src, tag=tags.PS_CENTRE)  # comm: send the centre θ̃ to the worker
                 if self.keep_pulled and flags & F_SNAPSHOT:
                     self.pulled.setdefault(src, torch.empty_like(self.centre)).copy_(self.centre)
 
@@ -268,14 +270,16 @@ class PSClient:
         return torch.tensor([MAGIC, kind, self.rank, clock, numel, flags], dtype=torch.int64)
 
     def _exchange(self, header: torch.Tensor, payload: torch.Tensor | None, into: torch.Tensor | None) -> tuple[int, int]:
-        rw = self.p2p.irecv(self._reply, src=self.server, tag=REPLY)  # comm: post the receives first
-        cw = self.p2p.irecv(into, src=self.server, tag=CENTRE) if into is not None else None  # comm:
-        self.p2p.send(header, self.server, tag=HDR)  # comm:
+        rw = self.p2p.irecv(self._reply, src=self.server, tag=tags.PS_REPLY)  # comm: post the receive of the server's reply first
+        cw = self.p2p.irecv(into, src=self.server, tag=tags.PS_CENTRE) if into is not None else None  # comm: post the receive of θ̃ from the server
+        self.p2p.send(header, self.server, tag=tags.PS_HEADER)  # comm: send the header to the server
         if payload is not None:
-            self.p2p.send(payload, self.server, tag=DATA)  # comm:
-        wait_for(rw, self.timeout_s, f"rank {self.rank}: reply from the parameter server (rank {self.server})")
+            self.p2p.send(payload, self.server, tag=tags.PS_DATA)  # comm: send the commit's payload to the server
+        wait_for(rw, self.timeout_s,  # comm: receive the server's reply
+                 f"rank {self.rank}: reply from the parameter server (rank {self.server})")
         if cw is not None:
-            wait_for(cw, self.timeout_s, f"rank {self.rank}: centre from the parameter server (rank {self.server})")
+            wait_for(cw, self.timeout_s,  # comm: receive the centre θ̃ from the server
+                     f"rank {self.rank}: centre from the parameter server (rank {self.server})")
         clock, tau, _ = self._reply.tolist()
         return clock, tau
 
@@ -299,10 +303,10 @@ class PSClient:
     def _notify(self, kind: int, step: int, buffers: torch.Tensor | None) -> list:
         """Send a header (and ``buffers``) without waiting; returns (handle, tensor) pairs to keep until complete."""
         header = self._header(kind, step, 0 if buffers is None else buffers.numel(), 0)
-        sent = [(self.p2p.isend(header, self.server, tag=HDR), header)]  # comm:
+        sent = [(self.p2p.isend(header, self.server, tag=tags.PS_HEADER), header)]  # comm: send the header to the server
         if buffers is not None:
             buffers = buffers.contiguous()
-            sent.append((self.p2p.isend(buffers, self.server, tag=DATA), buffers))  # comm:
+            sent.append((self.p2p.isend(buffers, self.server, tag=tags.PS_DATA), buffers))  # comm: send the buffers to the server
         return sent
 
     def snapshot(self, step: int, buffers: torch.Tensor | None = None) -> None:
@@ -313,7 +317,7 @@ class PSClient:
     def done(self, buffers: torch.Tensor | None = None) -> None:
         """Release the SNAP messages (sent long ago), then say DONE (with rank 0's ``buffers``) and wait until it left."""
         for work, _ in self._sent:
-            wait_for(work, self.timeout_s, f"rank {self.rank}: SNAP to the parameter server")  # comm:
+            wait_for(work, self.timeout_s, f"rank {self.rank}: SNAP to the parameter server")  # comm: wait until a SNAP's send to the server has ended
         self._sent = []
         for work, _ in self._notify(DONE, 0, buffers):
-            wait_for(work, self.timeout_s, f"rank {self.rank}: DONE to the parameter server")  # comm:
+            wait_for(work, self.timeout_s, f"rank {self.rank}: DONE to the parameter server")  # comm: wait until the DONE's send to the server has ended

@@ -11,6 +11,7 @@ ratios, never pass/fail on time.
 
 from __future__ import annotations
 
+import re
 import statistics
 
 
@@ -20,3 +21,18 @@ def median(values) -> float:
 
 def fmt_ratio(a: float, b: float) -> str:
     return f"{a / b:.3f}" if b else "n/a"
+
+
+def medians(repeats: dict[str, dict[str, list[float]]]) -> dict[str, dict[str, float]]:
+    """Variant -> figure -> the median of its values over the repeats."""
+    return {variant: {k: median(values) for k, values in figures.items()} for variant, figures in repeats.items()}
+
+
+def table(columns: list[tuple[str, str]], rows: list[list]) -> list[str]:
+    """A fixed-width table's lines: the titles, then one line per row. ``columns``: (title, format spec of the
+    column's cells, e.g. ``">10.1f"``); a title takes its spec's alignment and width."""
+    titles = []
+    for title, spec in columns:
+        align, width = re.match(r"([<>^]?)(\d*)", spec).groups()
+        titles.append(f"{title:{align}{width}}")
+    return [" ".join(titles), *(" ".join(format(cell, spec) for cell, (_, spec) in zip(row, columns)) for row in rows)]

@@ -21,27 +21,28 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+import torch
+
+from ..comm import Comm
+from ..data import load_dataset
+from ..models import build_model
 from ..resolve import parse_set, resolve
-from . import fmt_ratio, median
+from ..results import load_run, read_json, write_json_atomic
+from ..system import horovodrun_path
+from ..worker import Worker
+from . import fmt_ratio, median, medians, table
 
 ALGOS = ("sync", "delayed", "layerwise", "lasgd")
 
 
 def _inner(out: Path, profile: str, overrides: dict, repeats: int, np: int) -> int:
     """Runs under horovodrun: the interleaved runs, then the two micro-measurements."""
-    import torch
-
-    from ..comm import Comm
-    from ..data import load_dataset
-    from ..models import build_model
-    from ..results import write_json_atomic
-    from ..worker import Worker
-
     comm = Comm()
     for r in range(repeats):
         for algo in ALGOS:
@@ -50,7 +51,7 @@ def _inner(out: Path, profile: str, overrides: dict, repeats: int, np: int) -> i
             if comm.rank == 0:
                 run_dir.mkdir(parents=True)
                 write_json_atomic(run_dir / "config.json", cfg.to_dict())
-            comm.barrier()  # comm:
+            comm.barrier()  # comm: wait until rank 0 has written the run's config
             Worker(cfg, run_dir, comm).run()
     train = resolve("sync", np=np, profile=profile, overrides=overrides).train
     torch.set_num_threads(train.threads)
@@ -60,9 +61,9 @@ def _inner(out: Path, profile: str, overrides: dict, repeats: int, np: int) -> i
     x, y = ds.x_train[:train.batch_size], ds.y_train[:train.batch_size]
     ar, fb = [], []
     for i in range(12):
-        comm.barrier()  # comm:
+        comm.barrier()  # comm: start every rank's timed allreduce together
         t0 = time.perf_counter()
-        comm.allreduce_(buf, name="perf.allreduce")  # comm: one gradient-sized allreduce
+        comm.allreduce_(buf, name="perf.allreduce")  # comm: allreduce one gradient-sized vector over all ranks
         ar.append(time.perf_counter() - t0)
         t0 = time.perf_counter()
         model.zero_grad()
@@ -70,7 +71,7 @@ def _inner(out: Path, profile: str, overrides: dict, repeats: int, np: int) -> i
         fb.append(time.perf_counter() - t0)
     if comm.rank == 0:
         write_json_atomic(out / "micro.json", {"allreduce_s": statistics.median(ar[2:]), "fwd_bwd_s": statistics.median(fb[2:]),
-                                               "params": buf.numel(), "bytes": buf.numel() * buf.element_size()})
+                                               "numel": buf.numel(), "bytes": buf.numel() * buf.element_size()})
     comm.shutdown()
     return 0
 
@@ -86,11 +87,6 @@ def main(argv: list[str] | None = None) -> int:
     overrides = {"eval_every": 0, "save_model": False, **parse_set(args.set)}
     if args.inner:
         return _inner(Path(args.inner), args.profile, overrides, args.repeats, args.np)
-
-    import subprocess
-
-    from ..results import load_run, read_json
-    from ..system import horovodrun_path
 
     train = resolve("sync", np=args.np, profile=args.profile, overrides=overrides).train
     print(f"profile {args.profile}: {train.dataset}, {train.model}, batch {train.batch_size}/worker, np={args.np}, {train.max_steps} steps/run, "
@@ -123,16 +119,16 @@ def main(argv: list[str] | None = None) -> int:
                     if k in run.summary:
                         extra[algo].setdefault(k, []).append(run.summary[k])
         micro = read_json(Path(tmp) / "micro.json")
-    m = {a: {k: median(v) for k, v in rows[a].items()} for a in ALGOS}
-    print(f"\n{'algorithm':10s} {'samples/s':>10s} {'vs sync':>8s} {'step ms':>8s} {'compute':>8s} {'comm':>8s} {'wait':>8s}"
-          f"   (medians over repeats; ms per step, mean over timed steps and ranks)")
-    for a in ALGOS:
-        r = m[a]
-        print(f"{a:10s} {r['throughput']:10.1f} {fmt_ratio(r['throughput'], m['sync']['throughput']):>8s} {r['step_ms']:8.1f} "
-              f"{r['compute_ms']:8.1f} {r['comm_ms']:8.1f} {r['wait_ms']:8.1f}   "
-              + " ".join(f"{k}={median(v):.3g}" for k, v in extra[a].items()))
+    m = medians({a: rows[a] for a in ALGOS})
+    columns = [("algorithm", "10s"), ("samples/s", ">10.1f"), ("vs sync", ">8s"), ("step ms", ">8.1f"),
+               ("compute", ">8.1f"), ("comm", ">8.1f"), ("wait", ">8.1f"),
+               ("  (medians over repeats; ms per step, mean over timed steps and ranks)", "s")]
+    print("\n" + "\n".join(table(columns, [
+        [a, m[a]["throughput"], fmt_ratio(m[a]["throughput"], m["sync"]["throughput"]), m[a]["step_ms"], m[a]["compute_ms"],
+         m[a]["comm_ms"], m[a]["wait_ms"], "  " + " ".join(f"{k}={median(v):.3g}" for k, v in extra[a].items())]
+        for a in ALGOS])))
     print("\nper-repeat throughput: " + "; ".join(f"{a} " + ", ".join(f"{v:.0f}" for v in rows[a]["throughput"]) for a in ALGOS))
-    print(f"ingredients (same job, medians of 10): blocking allreduce of {micro['params'] / 1e6:.2f}M fp32 parameters "
+    print(f"ingredients (same job, medians of 10): blocking allreduce of {micro['numel'] / 1e6:.2f}M fp32 parameters "
           f"({micro['bytes'] / 2**20:.1f} MiB) = {1e3 * micro['allreduce_s']:.1f} ms; one forward+backward at batch "
           f"{train.batch_size} = {1e3 * micro['fwd_bwd_s']:.1f} ms; ratio allreduce/compute = {fmt_ratio(micro['allreduce_s'], micro['fwd_bwd_s'])}")
     return 0

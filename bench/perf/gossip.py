@@ -21,9 +21,13 @@ import tempfile
 import time
 from pathlib import Path
 
+from ..launch import run
 from ..layout import run_name
+from ..metrics.accuracy import accuracy_after_time
+from ..metrics.throughput import throughput
 from ..resolve import parse_set, resolve
-from . import fmt_ratio, median
+from ..results import load_run, read_json
+from . import fmt_ratio, medians, table
 
 VARIANTS = {  # label -> (algorithm, overrides)
     "sync": ("sync", {}),
@@ -35,9 +39,6 @@ VARIANTS = {  # label -> (algorithm, overrides)
 
 
 def one_run(label: str, np: int, profile: str, overrides: dict, tmp: Path):
-    from ..launch import run
-    from ..results import load_run, read_json
-
     algorithm, extra = VARIANTS[label]
     cfg = resolve(algorithm, np=np, profile=profile, overrides={**overrides, **extra}, study="perf")
     run_dir, rc = run(cfg, tmp / run_name(label, np, str(time.monotonic_ns())), echo=False)
@@ -47,8 +48,6 @@ def one_run(label: str, np: int, profile: str, overrides: dict, tmp: Path):
 
 
 def figures(run) -> dict:
-    from ..metrics.throughput import throughput
-
     steps = run.steps[~run.steps["warmup"].astype(bool)]
     step_s = steps["compute_s"] + steps["comm_s"] + steps["wait_s"]
     return {"throughput": throughput(run)["throughput"], "bytes": float(steps["bytes_sent"].mean()),
@@ -57,8 +56,6 @@ def figures(run) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ..metrics.accuracy import accuracy_after_time
-
     ap = argparse.ArgumentParser(prog="python -m bench.perf gossip", description=__doc__.splitlines()[0])
     ap.add_argument("--np", type=int, default=4)
     ap.add_argument("--profile", default="laptop")
@@ -89,15 +86,14 @@ def main(argv: list[str] | None = None) -> int:
                     res[v].setdefault(k, []).append(x)
             print(f"  repeat {i + 1} (budget {budget:.2f} s): " + ", ".join(
                 f"{v} {f['throughput']:.0f}/s acc {f['acc_at_budget']:.3f}" for v, f in figs.items()), flush=True)
-    m = {v: {k: median(x) for k, x in d.items()} for v, d in res.items()}
+    m = medians(res)
     ref = m["sync"]
     print(f"\nmedians over {args.repeats} repeats (ratios against sync measured in the same repeats); "
           f"wall-clock budget {ref['budget_s']:.2f} s")
-    print(f"{'variant':<12} {'samples/s':>10} {'x sync':>7} {'bytes/step':>11} {'x sync':>7} {'comm+wait':>9} "
-          f"{'acc@budget':>10} {'sync acc':>8}")
-    for v in labels:
-        f = m[v]
-        print(f"{v:<12} {f['throughput']:10.1f} {fmt_ratio(f['throughput'], ref['throughput']):>7} {f['bytes']:11.0f} "
-              f"{fmt_ratio(f['bytes'], ref['bytes']):>7} {f['comm_share']:9.1%} {f['acc_at_budget']:10.3f} "
-              f"{ref['acc_at_budget']:8.3f}")
+    columns = [("variant", "<12"), ("samples/s", ">10.1f"), ("x sync", ">7"), ("bytes/step", ">11.0f"), ("x sync", ">7"),
+               ("comm+wait", ">9.1%"), ("acc@budget", ">10.3f"), ("sync acc", ">8.3f")]
+    print("\n".join(table(columns, [
+        [v, m[v]["throughput"], fmt_ratio(m[v]["throughput"], ref["throughput"]), m[v]["bytes"],
+         fmt_ratio(m[v]["bytes"], ref["bytes"]), m[v]["comm_share"], m[v]["acc_at_budget"], ref["acc_at_budget"]]
+        for v in labels])))
     return 0

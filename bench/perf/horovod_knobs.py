@@ -33,6 +33,8 @@ import json
 from pathlib import Path
 
 from ..config import HOROVOD_DEFAULTS, HorovodSettings
+from ..resolve import hardware_profiles, load_hardware
+from ..typed import build
 
 KNOBS: dict[str, str] = dict(HorovodSettings.ENV)
 """Typed setting (``launch.horovod.<name>``, :class:`bench.config.HorovodSettings`) -> its environment variable."""
@@ -51,9 +53,6 @@ HOROVOD_TUNING_VARS: tuple[str, ...] = (
 
 def profile_settings() -> dict[str, HorovodSettings]:
     """Hardware profile -> its Horovod settings (the ``horovod:`` block of ``pipelines/hardware/<id>.yaml``)."""
-    from ..resolve import hardware_profiles, load_hardware
-    from ..typed import build
-
     return {hw: build(HorovodSettings, load_hardware(hw).get("horovod") or {}, what="horovod setting")
             for hw in hardware_profiles()}
 

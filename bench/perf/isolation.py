@@ -40,9 +40,19 @@ import os
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
+import torch
+
+from .. import BenchError, cpu_idle
+from ..cluster import Spec, check_supported, down, ensure, in_use, state
+from ..data import load_dataset
+from ..layout import REPO_ROOT
+from ..models import build_model, make_optimizer
+from ..resolve import load_hardware, resolve
+from ..results import load_run
 from . import median
 
 MARK = "ISOLATION "
@@ -55,12 +65,6 @@ READY = "READY"
 def load(args) -> int:
     """One host's process: warm up, say READY, read the common start time, then run the windows it is active in;
     print one ``ISOLATION {json}`` line with (window, steps, elapsed) per active window."""
-    import torch
-
-    from ..data import load_dataset
-    from ..models import build_model, make_optimizer
-    from ..resolve import resolve
-
     torch.set_num_threads(1)
     train = resolve("sync", profile=args.profile).train
     ds = load_dataset(train)
@@ -123,8 +127,6 @@ def schedule(n: int, trials: int, seconds: float, gap: float = 0.25) -> tuple[li
 
 def _remote(st, host, argv: list[str]) -> list[str]:
     """``ssh HOST <command>`` through the suite's ssh wrapper: the command runs in the host's namespace and cgroup."""
-    from ..layout import REPO_ROOT
-
     inner = " ".join([f"cd {REPO_ROOT} &&", f"PYTHONPATH={REPO_ROOT}", "OMP_NUM_THREADS=1", "exec", sys.executable,
                       "-m", "bench.perf.isolation", *argv])
     return [str(Path(st.ssh_bin_dir) / "ssh"), host.address, inner]
@@ -246,13 +248,6 @@ def _stat(group: str) -> dict[str, int]:
 
 def rank_threads(np_: int, profile: str, steps: int, cpu_per_host: float, out_dir: Path) -> list[str]:
     """Run ``sync`` with ``np_`` workers on the ``emu`` profile and describe each host's CPU use and throttling."""
-    import threading
-
-    from ..cluster import state
-    from ..results import load_run
-
-    from ..cluster import Spec, ensure
-
     ensure(Spec(hosts=np_, cpu={i: cpu_per_host for i in range(np_)} if cpu_per_host else {}))  # reshaped in place
     out = out_dir / f"sync-np{np_}-cpu{cpu_per_host:g}"
     cmd = [sys.executable, "-m", "bench", "run", "sync", "--np", str(np_), "--hardware", "emu", "--profile", profile,
@@ -327,10 +322,6 @@ def main(argv: list[str] | None = None) -> int:
                     "each host's CPU use and throttling (0: no)")
     ap.add_argument("--run-steps", type=int, default=40, help="steps of that run")
     args = ap.parse_args(argv)
-
-    from .. import BenchError, cpu_idle
-    from ..cluster import Spec, check_supported, down, ensure, in_use, state
-    from ..resolve import load_hardware
 
     try:
         check_supported()

@@ -53,6 +53,7 @@ import torch
 import pandas as pd
 
 from ..data import Shard, load_dataset
+from ..launch import run
 from ..layout import run_name
 from ..metrics.selection import timed_steps
 from ..metrics.stats import paired_ratio
@@ -60,6 +61,7 @@ from ..metrics.throughput import window_throughput
 from ..metrics.timesplit import time_split as metrics_time_split
 from ..models import build_model, make_optimizer
 from ..resolve import parse_set, resolve
+from ..results import load_run, read_json
 from . import fmt_ratio, median
 from .horovod_knobs import HOROVOD_TUNING_VARS, format_timeline, parse_env, summarize_timeline
 
@@ -189,9 +191,6 @@ HARNESS = ("localsgd", {"communication_window": 10**9})
 def suite_run(algorithm: str, np: int, profile: str, overrides: dict, tmp: Path, env: dict | None = None,
               timeline: Path | None = None, hardware: str = "local") -> dict:
     """One run through the real CLI path; its throughput and time split."""
-    from ..launch import run
-    from ..results import load_run, read_json
-
     if algorithm == "harness":
         algorithm, extra = HARNESS
         overrides = {**overrides, **extra}

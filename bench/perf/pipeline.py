@@ -19,6 +19,9 @@ import sys
 import time
 from pathlib import Path
 
+from ..metrics import accuracy, selection, staleness, temporal, throughput, timesplit
+from ..results import load_runs
+
 
 def median_time(fn, repeats: int) -> float:
     times = []
@@ -48,9 +51,6 @@ def dvc_figures(repo: Path, repeats: int) -> None:
 
 
 def metrics_figures(results: Path, repeats: int) -> None:
-    from bench.metrics import accuracy, selection, staleness, temporal, throughput, timesplit
-    from bench.results import load_runs
-
     runs_dir = results / "runs" if (results / "runs").is_dir() else results
     load = median_time(lambda: load_runs(runs_dir), repeats)
     runs = load_runs(runs_dir)

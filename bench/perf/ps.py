@@ -37,6 +37,10 @@ from pathlib import Path
 
 import torch
 
+from ..comm import Comm, tags
+from ..comm.ps import PSClient, PSServer
+from ..layout import REPO_ROOT
+from ..system import horovodrun_path
 from . import fmt_ratio, median
 
 
@@ -54,9 +58,6 @@ def copy_bandwidth(numel: int, repeats: int = 7) -> float:
 
 def inner(args) -> int:
     """Runs under horovodrun: the last rank serves, the others commit."""
-    from ..comm import Comm
-    from ..comm.ps import PSClient, PSServer
-
     torch.set_num_threads(1)
     comm = Comm()
     p2p, go = comm.p2p(120), torch.zeros(1)
@@ -78,7 +79,7 @@ def inner(args) -> int:
                             "rate": (len(stamps) - 1) / span if span > 0 else float("nan"),
                             "tau_mean": sum(server.taus) / len(server.taus)})
             for w in range(n_workers):  # the next round starts only when this server is gone
-                p2p.send(go, w, tag=9)  # comm:
+                p2p.send(go, w, tag=tags.PERF_PS_GO)  # comm: tell worker w the next round may start
         else:
             client, buf = PSClient(comm.rank, server_rank, numel), torch.empty(numel)
             delta = torch.full((numel,), 1e-6)
@@ -86,19 +87,16 @@ def inner(args) -> int:
             for _ in range(args.commits):
                 client.commit(delta, into=buf if mode == "commit+pull" else None)
             client.done()
-            p2p.recv(go, server_rank, tag=9)  # comm:
+            p2p.recv(go, server_rank, tag=tags.PERF_PS_GO)  # comm: wait for the server's go
     if comm.rank == server_rank:
         Path(args.inner).write_text(json.dumps(results))
-    comm.barrier()  # comm:
+    comm.barrier()  # comm: wait until the server rank has written the results
     comm.shutdown()
     return 0
 
 
 def server_rates(sizes: list[int], workers: int, commits: int, repeats: int) -> dict:
     """{(numel, mode): median commits/s} from one horovodrun job with ``workers`` workers + 1 server."""
-    from ..layout import REPO_ROOT
-    from ..system import horovodrun_path
-
     with tempfile.TemporaryDirectory() as d:
         out = Path(d) / "ps.json"
         n = workers + 1
@@ -114,8 +112,6 @@ def server_rates(sizes: list[int], workers: int, commits: int, repeats: int) -> 
 
 
 def downpour_staleness(workers: int, steps: int) -> float:
-    from ..layout import REPO_ROOT
-
     with tempfile.TemporaryDirectory() as d:
         out = Path(d) / "run"
         cmd = [sys.executable, "-m", "bench", "run", "downpour", "--np", str(workers), "--profile", "tiny", "--out", str(out),
@@ -130,8 +126,6 @@ def downpour_staleness(workers: int, steps: int) -> float:
 
 def fairness_run(algorithm: str, workers: int, profile: str, steps: int) -> dict:
     """One real run: the server's per-worker served counts and each worker's mean compute / reply wait."""
-    from ..layout import REPO_ROOT
-
     with tempfile.TemporaryDirectory() as d:
         out = Path(d) / "run"
         cmd = [sys.executable, "-m", "bench", "run", algorithm, "--np", str(workers), "--profile", profile, "--out", str(out),

@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from bench import BenchError
-from bench.launch import LOCK_NAME, claim, run_many
+from bench.launch import run_many
+from bench.launch.lock import LOCK_NAME, claim
 from bench.resolve import resolve
 from conftest import REPO, bench_cli
 

@@ -67,7 +67,7 @@ def test_snapshot_and_eval_net_carry_batchnorm_buffers():
     model(torch.randn(16, 3) * 5 + 2)  # training-mode forward: running statistics move
     snap = vectors.snapshot(model)
     model(torch.randn(16, 3))  # the snapshot is a copy: later steps do not change it
-    net = vectors.EvalNet(build).load(snap["params"], snap["buffers"])
+    net = vectors.EvalNet(build).load(snap["theta"], snap["buffers"])
     assert net is not model
     bn_snap = dict(zip(["running_mean", "running_var", "num_batches_tracked"], snap["buffers"]))
     assert torch.equal(net[1].running_mean, bn_snap["running_mean"]) and not torch.equal(net[1].running_mean, torch.zeros(4))

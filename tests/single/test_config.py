@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import pytest
-
 import dataclasses
+import os
+
+import pytest
 
 from bench import BenchError
 from bench.algorithms import get_algorithm, names
@@ -124,3 +125,67 @@ def test_list_names_every_algorithm_with_its_paper():
     assert len(lines) == len(names())
     for name, line in zip(names(), lines):
         assert line.split()[0] == name and get_algorithm(name).paper in line
+
+
+# What a rank runs on its config.json (bench.resolve.load_config) checks values only: an emulated-cluster run's
+# config loads where the launcher's machine check (root, namespaces, this machine's cores) refuses it.
+RANK_LOADS = """
+import json, pathlib, sys, tempfile
+from bench import BenchError
+from bench.resolve import check_machine, load_config
+path = pathlib.Path(tempfile.mkdtemp()) / "config.json"
+path.write_text(sys.stdin.read())
+cfg = load_config(path)
+print("loaded", cfg.launch.hardware, cfg.launch.emulated_hosts, cfg.launch.network_interface)
+try:
+    check_machine(cfg)
+except BenchError as e:
+    print("machine check:", e)
+"""
+
+
+def emulated_config(**launch) -> dict:
+    from bench.resolve import load_hardware
+
+    d = resolve("sync", np=2, profile="tiny").to_dict()
+    d["launch"] = {**load_hardware("emu"), "np": 2, **launch}
+    return d
+
+
+def test_a_rank_loads_an_emulated_config_that_the_machine_check_refuses_as_non_root():
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    cmd = [sys.executable, "-c", RANK_LOADS]
+    if os.geteuid() == 0:  # as root here: the same check as a user who is not (the emulated cluster needs root)
+        cmd = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *cmd]
+    env = dict(os.environ, PYTHONPATH=str(REPO), HOME="/tmp", PYTHONDONTWRITEBYTECODE="1")
+    proc = subprocess.run(cmd, input=json.dumps(emulated_config()), capture_output=True, text=True, env=env,
+                          cwd="/", timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "loaded emu 4 dbemu0" in proc.stdout  # typed, its values checked (the interface set to the cluster's)
+    assert "machine check: the emulated cluster needs root" in proc.stdout  # what load_config did not run
+
+
+def test_the_launcher_refuses_a_loaded_config_its_machine_cannot_run_before_writing_anything(tmp_path):
+    from bench.launch import run_many
+    from bench.resolve import check_machine, load_config
+    from bench.results import write_json_atomic
+
+    cores = os.cpu_count() or 1
+    path = tmp_path / "plan" / "config.json"
+    write_json_atomic(path, emulated_config(emulated_cpu={0: float(cores + 1)}))
+    cfg = load_config(path)  # a share of more cores than this machine has: a value only this machine refuses
+    assert cfg.launch.emulated_cpu == {0: float(cores + 1)}
+    with pytest.raises(BenchError, match=rf"emulated_cpu share of host 0 must be in \(0, {cores}\] cores"):
+        check_machine(cfg)
+    out = tmp_path / "runs" / "sync-np2"
+    with pytest.raises(BenchError, match="emulated_cpu share of host 0"):
+        run_many([(cfg, out, path)], echo=False, progress=None)
+    assert not out.exists() and not (tmp_path / "runs").exists()  # refused before anything was written
+    with pytest.raises(BenchError, match="emulated_cpu share of host 0"):  # and where it is resolved
+        config_from_dict(emulated_config(emulated_cpu={0: -1.0}))

@@ -13,7 +13,7 @@ import pytest
 
 from bench import BenchError
 from bench.__main__ import main
-from bench.launch import LOCK_NAME
+from bench.launch.lock import LOCK_NAME
 from bench.layout import StudyLayout, check_name
 from conftest import REPO
 

@@ -9,8 +9,8 @@ import pytest
 
 from bench import BenchError
 from bench.cluster.spec import check_total, host_shares
-from bench.launch import host_shares as run_shares
-from bench.launch import same_job
+from bench.launch.job import same_job
+from bench.placement import host_shares as run_shares
 from bench.resolve import load_hardware, resolve
 
 

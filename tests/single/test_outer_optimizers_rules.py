@@ -132,7 +132,7 @@ def test_diloco_one_worker_outer_step_is_torch_nesterov_sgd():
             assert torch.allclose(model.w.detach(), outer.detach(), atol=1e-14)  # the worker restarts from θ̃
         assert torch.allclose(algo.outer, outer.detach(), atol=1e-14)
         assert torch.allclose(model.w.detach(), x, atol=1e-14)
-    assert torch.equal(algo.eval_params(), algo.outer)
+    assert torch.equal(algo.eval_theta(), algo.outer)
 
 
 def test_slowmo_one_worker_known_update():

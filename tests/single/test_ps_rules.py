@@ -101,7 +101,7 @@ def test_invalid_hyperparameters_are_rejected_before_launch(algo, key, value, ma
 
 def test_every_ps_algorithm_launches_one_server_rank():
     from bench.algorithms import get_algorithm
-    from bench.launch import processes
+    from bench.placement import processes
 
     for algo in ("downpour", "asgd", "aeasgd", "eamsgd", "dynsgd", "agn", "adag", "sasgd", "dcasgd"):
         cls = get_algorithm(algo)

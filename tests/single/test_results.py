@@ -8,8 +8,8 @@ import pytest
 
 from bench import SCHEMA_VERSION
 from bench.resolve import resolve
-from bench.results import (JsonlWriter, ResultsError, load_run, load_runs, mark_failed, read_json, steps_frame,
-                           summaries_frame, write_json_atomic, write_summary)
+from bench.results import (JsonlWriter, ResultsError, StepRecord, load_run, load_runs, mark_failed, read_json,
+                           record_line, steps_frame, summaries_frame, write_json_atomic, write_summary)
 
 
 def make_run(path, status="ok", n_steps=3):
@@ -18,9 +18,9 @@ def make_run(path, status="ok", n_steps=3):
     for r in range(2):
         w = JsonlWriter(path / f"rank{r}.jsonl")
         for s in range(1, n_steps + 1):
-            w.write({"step": s, "epoch": s / 10, "t": 0.1 * s, "samples": 16, "loss": 1.0 / s, "accuracy": 0.5,
-                     "step_s": 0.01, "compute_s": 0.008, "comm_s": 0.002, "wait_s": 0.0, "staleness": None,
-                     "bytes_sent": 100, "warmup": s == 1})
+            w.write(StepRecord(step=s, epoch=s / 10, t=0.1 * s, samples=16, loss=1.0 / s, accuracy=0.5, step_s=0.01,
+                               compute_s=0.008, comm_s=0.002, wait_s=0.0, injected_s=0.0, staleness=None,
+                               bytes_sent=100, warmup=s == 1).line())
         w.close()
     w = JsonlWriter(path / "eval.jsonl")
     w.write({"step": n_steps, "epoch": 1.0, "t": 1.0, "samples_seen": 96, "loss": 0.5, "accuracy": 0.8})
@@ -30,11 +30,21 @@ def make_run(path, status="ok", n_steps=3):
     return path
 
 
+def test_a_step_record_is_one_line_with_its_keys_in_order():
+    rec = StepRecord(step=3, epoch=0.3, t=1.5, samples=16, loss=0.25, accuracy=0.5, step_s=0.01, compute_s=0.008,
+                     comm_s=0.002, wait_s=0.0, injected_s=0.0, staleness=None, bytes_sent=100, warmup=False)
+    # the format of rank<r>.jsonl: these keys, in this order (what the worker wrote before StepRecord)
+    assert record_line(rec.line()) == ('{"step":3,"epoch":0.3,"t":1.5,"samples":16,"loss":0.25,"accuracy":0.5,'
+                                       '"step_s":0.01,"compute_s":0.008,"comm_s":0.002,"wait_s":0.0,"injected_s":0.0,'
+                                       '"staleness":null,"bytes_sent":100,"warmup":false}\n')
+
+
 def test_round_trip_to_tidy_frames(tmp_path):
     make_run(tmp_path / "a")
     make_run(tmp_path / "b")
     run = load_run(tmp_path / "a")
     assert run.status == "ok" and len(run.steps) == 6 and set(run.steps["rank"]) == {0, 1}
+    assert list(run.steps.columns) == ["rank", *StepRecord.keys()]
     assert run.summary["schema_version"] == SCHEMA_VERSION
     runs = load_runs(tmp_path)
     df = steps_frame(runs)

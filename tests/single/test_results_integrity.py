@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from bench.__main__ import main
-from bench.launch import _name_killed_rank, lost_rank, lost_rank_reason
+from bench.launch.lost_rank import lost_rank, lost_rank_reason, name_killed_rank
 from bench.resolve import resolve
 from bench.results import (JsonlWriter, ResultsError, load_run, load_runs, mark_failed, read_json, write_json_atomic,
                            write_summary)
@@ -86,7 +86,7 @@ HOROVOD_TAIL = ["Traceback (most recent call last):", "RuntimeError: Horovod det
 def test_a_lost_rank_reads_right(tmp_path, code, over_ssh, expected):
     run = make_run(tmp_path / "a", status="failed")
     mark_failed(run, "rank 0: RuntimeError: Horovod has been shut down")
-    _name_killed_rank(run, [line.format(code=code) for line in HOROVOD_TAIL], over_ssh=over_ssh)
+    name_killed_rank(run, [line.format(code=code) for line in HOROVOD_TAIL], over_ssh=over_ssh)
     reason = read_json(run / "summary.json")["reason"]
     assert "signal 127" not in reason
     if expected is None:

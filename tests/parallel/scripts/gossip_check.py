@@ -72,7 +72,7 @@ for overlap in (False, True):
     for _ in range(8):
         x, y = next(batches)
         algo.step(x, y)
-        g = parameters_to_vector([p.grad for p in algo.params])
+        g = parameters_to_vector([p.grad for p in algo.tensors])
         expected_x -= 0.1 * total(g)  # what the local updates put in: x_i ← x_i − η g_i
         p = algo.graph.mixing_weight(rank, algo.t - 1)
         held = algo.xw / p if overlap else algo.xw  # overlap: the sent shares (|out|·p·xw) are in flight
@@ -106,15 +106,15 @@ batches = itertools.cycle(list(batches))  # more steps than one epoch of the tin
 if not hasattr(algo, "lock") or getattr(algo, "thread", None) is None and not algo.graph.is_active(rank):
     raise SystemExit("adpsgd: no per-worker lock / passive service thread (not the asynchronous implementation)")
 with torch.no_grad():
-    torch.nn.utils.vector_to_parameters(perturb(parameters_to_vector(algo.params)), algo.params)
-before = gathered(parameters_to_vector(algo.params))  # comm: also a barrier (nothing in flight)
+    torch.nn.utils.vector_to_parameters(perturb(parameters_to_vector(algo.tensors)), algo.tensors)
+before = gathered(parameters_to_vector(algo.tensors))  # comm: also a barrier (nothing in flight)
 start_before = before.clone()
 single = []  # one active steps alone (the others, passives included, do not step): its passive serves it
 for who in (0, 2):
     if rank == who:
         algo.step(*next(batches))
     partner = comm.broadcast_object(algo.last_partner, root=who, name=f"check.partner{who}")  # comm:
-    after = gathered(parameters_to_vector(algo.params))
+    after = gathered(parameters_to_vector(algo.tensors))
     others = [r for r in range(n) if r not in (who, partner)]
     single.append({"active": who, "partner": partner,
                    "identical": bool(torch.equal(after[who], after[partner])),
@@ -126,7 +126,7 @@ steps = 80  # every rank steps concurrently: passives compute while their servic
 for _ in range(steps):
     algo.step(*next(batches))
 algo.finalize()  # actives: DONE to every passive; passives: join the service thread
-final = gathered(parameters_to_vector(algo.params))
+final = gathered(parameters_to_vector(algo.tensors))
 counts = comm.allgather_object(algo.stats(), name="check.adpsgd_stats")  # comm:
 merged = {k: v for c in counts for k, v in c.items()}
 out["adpsgd"] = {
@@ -145,11 +145,11 @@ for _ in range(3):
     algo.step(*next(batches))
 algo._drain()
 losses = comm.allgather_object(algo.selection_loss(), name="check.losses")  # comm:
-snap = gathered(parameters_to_vector(algo.params))
+snap = gathered(parameters_to_vector(algo.tensors))
 algo.sync()
-post = gathered(parameters_to_vector(algo.params))
+post = gathered(parameters_to_vector(algo.tensors))
 best = min(range(n), key=lambda r: (losses[r], r))
-mom = gathered(torch.cat([algo.optimizer.state[p]["momentum_buffer"].flatten() for p in algo.params]))
+mom = gathered(torch.cat([algo.optimizer.state[p]["momentum_buffer"].flatten() for p in algo.tensors]))
 out["fast"] = {"neighbours": comm.allgather_object(algo.neighbours, name="check.nb"),  # comm:
                "losses": losses, "best": best, "winner": algo.winners[-1],
                "pre_spread": float((snap - snap[best]).abs().max()),
@@ -162,12 +162,12 @@ prev_g, errs, moved = None, [], 0.0
 for _ in range(4):
     x, y = next(batches)
     probe = algo.ctx.build_model()
-    torch.nn.utils.vector_to_parameters(parameters_to_vector(algo.params).detach().clone(), probe.parameters())
+    torch.nn.utils.vector_to_parameters(parameters_to_vector(algo.tensors).detach().clone(), probe.parameters())
     torch.nn.functional.cross_entropy(probe(x), y).backward()
     g = gathered(parameters_to_vector([p.grad for p in probe.parameters()]))  # every rank's g_i^t
-    before = gathered(parameters_to_vector(algo.params))
+    before = gathered(parameters_to_vector(algo.tensors))
     algo.step(x, y)
-    after = gathered(parameters_to_vector(algo.params))
+    after = gathered(parameters_to_vector(algo.tensors))
     expect = before[rank] - 0.1 * g[rank]
     if prev_g is not None:
         expect -= 0.1 * sum(prev_g[j] for j in algo.neighbours)

@@ -21,7 +21,7 @@ import torch
 
 from bench.algorithms.ps_base import signals_end_serving
 from bench.comm import Comm
-from bench.comm import ps
+from bench.comm import ps, tags
 
 N = 4
 WORKER, SERVER = 0, 1
@@ -33,14 +33,14 @@ def header(kind: int, clock: int = 0, numel: int = 0, flags: int = 0, length: in
 
 
 ROUNDS = {  # name -> the messages (tensor, tag) the worker sends, without waiting for any reply
-    "short header": [(header(ps.PULL, length=5), ps.HDR)],
-    "long header": [(header(ps.PULL, length=12), ps.HDR)],
-    "nan commit": [(header(ps.COMMIT, numel=N), ps.HDR), (torch.tensor([0.1, float("nan"), 0.2, 0.3]), ps.DATA)],
-    "inf commit": [(header(ps.COMMIT, numel=N), ps.HDR), (torch.tensor([0.1, 0.2, float("inf"), 0.3]), ps.DATA)],
-    "short payload": [(header(ps.COMMIT, numel=N), ps.HDR), (torch.ones(N - 1), ps.DATA)],
-    "long payload": [(header(ps.COMMIT, numel=N), ps.HDR), (torch.ones(N + 3), ps.DATA)],
-    "inf buffers": [(header(ps.SNAP, clock=3, numel=2), ps.HDR), (torch.tensor([1.0, float("-inf")]), ps.DATA)],
-    "negative snap": [(header(ps.SNAP, clock=-5), ps.HDR)],
+    "short header": [(header(ps.PULL, length=5), tags.PS_HEADER)],
+    "long header": [(header(ps.PULL, length=12), tags.PS_HEADER)],
+    "nan commit": [(header(ps.COMMIT, numel=N), tags.PS_HEADER), (torch.tensor([0.1, float("nan"), 0.2, 0.3]), tags.PS_DATA)],
+    "inf commit": [(header(ps.COMMIT, numel=N), tags.PS_HEADER), (torch.tensor([0.1, 0.2, float("inf"), 0.3]), tags.PS_DATA)],
+    "short payload": [(header(ps.COMMIT, numel=N), tags.PS_HEADER), (torch.ones(N - 1), tags.PS_DATA)],
+    "long payload": [(header(ps.COMMIT, numel=N), tags.PS_HEADER), (torch.ones(N + 3), tags.PS_DATA)],
+    "inf buffers": [(header(ps.SNAP, clock=3, numel=2), tags.PS_HEADER), (torch.tensor([1.0, float("-inf")]), tags.PS_DATA)],
+    "negative snap": [(header(ps.SNAP, clock=-5), tags.PS_HEADER)],
 }
 
 
@@ -58,7 +58,7 @@ def rounds(comm, out: str) -> None:
             seen[name + " centre"] = server.centre.tolist()
         else:
             for tensor, tag in messages:
-                comm.p2p().send(tensor, SERVER, tag=tag)  # comm:
+                comm.p2p().send(tensor, SERVER, tag=tag)  # comm: send the malformed message to the server
     comm.barrier()  # comm: then a well-formed exchange on the same transport
     if comm.rank == SERVER:
         server = ps.PSServer(torch.zeros(N), [WORKER], ps_add, timeout_s=30)

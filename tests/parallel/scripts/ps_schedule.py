@@ -22,7 +22,7 @@ from bench.algorithms.adag import adag_update
 from bench.algorithms.dcasgd import dcasgd_update
 from bench.algorithms.dynsgd import dynsgd_update
 from bench.comm import Comm, CommTimeout
-from bench.comm import ps
+from bench.comm import ps, tags
 
 N = 4
 RULES = {
@@ -76,7 +76,7 @@ def main(out: str) -> None:
             seen["rejected"] = str(e)
         p2p.send(token, 0, tag=9)  # comm: rank 0 may start the next round
     elif rank == 1:
-        p2p.send(torch.tensor([ps.MAGIC, ps.COMMIT, 1, 0, N + 1, 0], dtype=torch.int64), 2, tag=ps.HDR)  # comm:
+        p2p.send(torch.tensor([ps.MAGIC, ps.COMMIT, 1, 0, N + 1, 0], dtype=torch.int64), 2, tag=tags.PS_HEADER)  # comm: a malformed commit header to the server
     # a worker that goes silent: rank 1 never says done
     if rank == 2:
         try:

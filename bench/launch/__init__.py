@@ -1,0 +1,136 @@
+"""Build and run the horovodrun command for run directories.
+
+``prepare`` writes ``config.json`` and ``system.json`` (refusing to replace an existing run
+unless ``force``); ``execute`` runs ``horovodrun ... python -m bench.worker --config ...``,
+streams its output (also kept in ``launch.log``), enforces the run's ``timeout_s``, and marks the run
+failed whenever the job did not end with an ``ok`` summary. Earlier run directories are never touched.
+``run_many`` / ``execute_many`` run several prepared runs with identical launch settings as one job, one
+after the other (``--config`` repeated; the start-up of horovodrun, Python and Horovod, 10-25 s on a
+2-core machine, is paid once per job instead of once per run); a study runs its runs that way.
+
+Ending a job leaves nothing behind: horovodrun starts each rank in a process group of its own, so a
+timeout, Ctrl-C, or SIGTERM / SIGHUP to the launcher (what Slurm and DVC send when a job is cancelled)
+kills every descendant of horovodrun found at that moment, then marks the run failed with the reason.
+Should the launcher itself die without cleaning up (SIGKILL), every rank on this machine watches it
+(``BENCH_LAUNCHER_PID``) and ends itself, marking the run failed.
+
+A run directory has one owner at a time: :class:`RunLock` (an exclusive ``flock`` on ``<run dir>/.lock``,
+which names the holder's pid, host and command) is held by the launcher from ``prepare`` to the end of the
+job (``run``, ``run_many``); a second writer (another ``bench run``, ``--force``, a study's ``run@`` stage)
+is refused with a :class:`bench.BenchError` naming the holder. ``--force`` replaces only a run directory
+(one holding this suite's ``config.json``) that nobody holds; anything else is refused. While a job runs
+on the emulated cluster, the cluster is recorded as in use by it (:func:`bench.placement.cluster_held`).
+
+Modules, one job each: :mod:`.lock` (the run directory's owner), :mod:`.command` (the horovodrun command, the job's
+environment and what system.json records of them), :mod:`.job` (executing a job: time limit, failure marking),
+:mod:`.output` (forwarding the job's output), :mod:`.terminate` (ending every process of a job), :mod:`.lost_rank`
+(which rank was lost, read from horovodrun's output). This package's own functions are the entry points:
+:func:`run`, :func:`run_many`, :func:`prepare`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+from pathlib import Path
+
+from .. import BenchError
+from ..cluster.slurm import check_allocation
+from ..config import RunConfig
+from ..layout import default_run_dir
+from ..placement import cluster_held, emulated_cluster, processes
+from ..resolve import check_machine
+from ..results import write_json_atomic
+from ..system import collect
+from .command import horovod_environment, horovod_record, horovodrun_command, network
+from .job import execute, execute_many, jobs
+from .lock import RunLock, claim
+
+__all__ = ["check_launch", "execute", "execute_many", "prepare", "run", "run_many"]
+
+
+def check_launch(cfgs: list[RunConfig]) -> None:
+    """What this machine must offer the runs, checked before anything is written (the ranks never probe it again:
+    they read their config.json with :func:`bench.resolve.load_config`): for a Slurm profile an allocation holding
+    every process, and each run's :func:`bench.resolve.check_machine` (cores, the emulated cluster's support,
+    dataset files...)."""
+    check_allocation(cfgs, processes)
+    for cfg in cfgs:
+        check_machine(cfg)
+
+
+def prepare(cfg: RunConfig, out: Path, force: bool = False, planned: Path | None = None,
+            lock: RunLock | None = None) -> Path:
+    """Create the run directory with config.json and system.json. ``planned``: a config file written by the
+    study plan for ``cfg``, copied byte for byte (what the plan wrote is what runs). ``lock``: the directory's
+    lock, already held by the caller (:func:`claim`, which applied ``force``); without it the directory is
+    claimed for the time of this call."""
+    out = Path(out).resolve()
+    if lock is None:
+        with claim(out, force) as own:
+            return prepare(cfg, out, force, planned, own)
+    config_path = out / "config.json"
+    try:
+        emulated = emulated_cluster(cfg)
+        if planned is not None:
+            shutil.copyfile(planned, config_path)
+        else:
+            write_json_atomic(config_path, cfg.to_dict())
+        system = collect(horovodrun_command(cfg, config_path, emulated))
+        system["network"] = network(cfg, emulated)
+        system["horovod_settings"] = horovod_record(cfg, horovod_environment(cfg))  # execute() records what the job got
+        write_json_atomic(out / "system.json", system)
+    except BaseException:
+        lock.discard()  # no half-prepared run directory stays
+        raise
+    return out
+
+
+def run(cfg: RunConfig, out: Path | None = None, force: bool = False, echo: bool = True, env: dict | None = None,
+        planned: Path | None = None) -> tuple[Path, int]:
+    """Prepare and execute one run, owning its directory (:class:`RunLock`) and the emulated cluster, if it uses
+    one, from the first file written to the end of the job."""
+    out = Path(out or default_run_dir(cfg)).resolve()
+    check_launch([cfg])
+    with claim(out, force) as lock, contextlib.ExitStack() as held:
+        try:
+            held.enter_context(cluster_held([cfg], [out]))
+        except BaseException:
+            lock.discard()  # the cluster is in use: nothing of this run stays
+            raise
+        run_dir = prepare(cfg, out, planned=planned, lock=lock)
+        return run_dir, execute(cfg, run_dir, echo=echo, env=env)
+
+
+def run_many(items: list[tuple[RunConfig, Path | None, Path | None]], force: bool = False, echo: bool = True,
+             env: dict | None = None, max_runs_per_job: int = 0, progress=print) -> list[tuple[Path, int]]:
+    """Prepare and run ``items`` (cfg, run directory or None, planned config or None), consecutive runs with the same
+    launch settings as one job (:func:`execute_many`); returns (run directory, code) per item, in order."""
+    cfgs = [c for c, _, _ in items]
+    check_launch(cfgs)
+    outs = [Path(out or default_run_dir(c)).resolve() for c, out, _ in items]
+    twice = sorted({str(d) for d in outs if outs.count(d) > 1})
+    if twice:
+        raise BenchError(f"run directory {twice[0]!r} is given to more than one run")
+    with contextlib.ExitStack() as held:  # every directory is owned before any is written, until the last job ends
+        locks: list[RunLock] = []
+        try:
+            for d in outs:
+                locks.append(held.enter_context(claim(d, force, clear=False)))
+            for lock in locks:
+                lock.clear()
+            held.enter_context(cluster_held(cfgs, outs))
+            dirs = [prepare(c, d, planned=planned, lock=lock) for (c, _, planned), d, lock in zip(items, outs, locks)]
+        except BaseException:
+            for lock in locks:  # nothing prepared stays when one of the runs cannot be
+                lock.discard()
+            raise
+        codes: list[int] = [1] * len(items)
+        groups = jobs(cfgs, max_runs_per_job)
+        for k, g in enumerate(groups, start=1):
+            if progress:
+                names = ", ".join(f"{cfgs[i].algorithm}/{dirs[i].name}" for i in g)
+                progress(f"[bench] job {k}/{len(groups)} ({len(g)} run(s) on {cfgs[g[0]].launch.hardware}): {names}")
+            for i, code in zip(g, execute_many([cfgs[i] for i in g], [dirs[i] for i in g], echo=echo, env=env)):
+                codes[i] = code
+        return list(zip(dirs, codes))

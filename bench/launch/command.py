@@ -1,0 +1,84 @@
+"""The horovodrun command of a job and its processes' environment, and what system.json records of them (the
+interconnect, Horovod's settings)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+from .. import watchdog
+from ..cluster import horovodrun_args
+from ..config import HOROVOD_DEFAULTS, RunConfig
+from ..layout import REPO_ROOT
+from ..placement import processes
+from ..system import horovodrun_path
+
+
+def horovodrun_command(cfg: RunConfig, config_path: Path | list[Path], emulated: dict | None = None) -> list[str]:
+    """The horovodrun command of the run, or of a job of several runs with ``cfg``'s launch settings (a list of
+    config paths; ``emulated``: the settings of :func:`bench.placement.emulated_cluster`)."""
+    launch = cfg.launch
+    n = processes(cfg)
+    cmd = [horovodrun_path()]
+    if emulated is not None:
+        cmd += horovodrun_args(emulated)
+    else:
+        cmd += ["-np", str(n)]
+        cmd += ["--hostfile", launch.hostfile] if launch.hostfile else ["-H", launch.hosts or f"localhost:{n}"]
+        if launch.network_interface:
+            cmd += ["--network-interface", launch.network_interface]
+        if launch.ssh_port:
+            cmd += ["-p", str(launch.ssh_port)]
+    paths = config_path if isinstance(config_path, list) else [config_path]
+    return cmd + [f"--{launch.controller}", sys.executable, "-m", "bench.worker", *(a for p in paths for a in ("--config", str(p)))]
+
+
+def network(cfg: RunConfig, emulated: dict | None) -> dict:
+    """What system.json records of the interconnect between the job's hosts."""
+    if emulated is None:
+        return {"emulated": False, "interface": cfg.launch.network_interface or None}
+    return {"emulated": True, "link": emulated["link"] or "unshaped", "latency_emulated": False,
+            "interface": emulated["network_interface"], "hosts_by_rank": emulated["hosts"], "cpu": emulated.get("cpu"),
+            "note": "network namespaces on one machine; bandwidth shaped with tbf, latency not emulated"}
+
+
+def horovod_environment(cfg: RunConfig, base: dict | None = None) -> dict[str, str]:
+    """The job's environment from ``base`` (default: this process's): the hardware profile's ``env``, then its
+    Horovod settings (``cfg.launch.horovod``: they win over the same variables in the shell or ``env``)."""
+    full_env = dict(os.environ if base is None else base)
+    full_env.update(cfg.launch.env)
+    full_env.update(cfg.launch.horovod.env())
+    return full_env
+
+
+def horovod_record(cfg: RunConfig, job_env: dict) -> dict:
+    """What system.json records of Horovod's settings: the typed settings that were set, and every ``HOROVOD_*``
+    variable the job's processes got (the effective values; a tuning variable absent keeps Horovod's default)."""
+    settings = {k: v for k, v in asdict(cfg.launch.horovod).items() if v is not None}
+    env = {k: v for k, v in sorted(job_env.items()) if k.startswith("HOROVOD_")}
+    effective = {}
+    for name, var in cfg.launch.horovod.ENV.items():
+        effective[name] = env[var] if var in env else f"{HOROVOD_DEFAULTS[name]} (Horovod default)"
+    wait = cfg.launch.horovod.wait_sleep_us
+    effective["wait_sleep_us"] = wait if wait is not None else "none (Horovod's spinning synchronize)"
+    if wait is not None:
+        effective["wait_spin_us"] = cfg.launch.horovod.wait_spin_us or 0
+    groups = cfg.launch.horovod.groups
+    effective["groups"] = groups if groups is not None else "none (Horovod default: an allreduce per gradient)"
+    return {"settings": settings, "effective": effective, "env": env}
+
+
+def job_environment(cfg: RunConfig, emulated: dict | None, env: dict | None) -> dict[str, str]:
+    """The environment of a job's processes: this one's, the suite on PYTHONPATH, progress lines, Horovod's settings
+    of the run, the emulated cluster's variables, the launcher's identity (the ranks watch it), then ``env``."""
+    full_env = dict(os.environ)
+    full_env.setdefault("BENCH_PROGRESS", "1")
+    full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), full_env.get("PYTHONPATH")]))
+    full_env.setdefault("HOROVOD_GLOO_TIMEOUT_SECONDS", "120")
+    full_env = horovod_environment(cfg, full_env)
+    full_env.update(emulated["env"] if emulated else {})
+    full_env.update(watchdog.launcher_identity())
+    full_env.update(env or {})
+    return full_env
