@@ -1,4 +1,4 @@
-"""Command line: ``python -m bench {list,run,te,study,cluster} ...``."""
+"""Command line: ``python -m bench {list,run,te,study,cluster,predict} ...``."""
 
 from __future__ import annotations
 
@@ -119,10 +119,12 @@ def build_parser() -> argparse.ArgumentParser:
     t.set_defaults(func=cmd_te)
 
     from .cluster.cli import add_parser as add_cluster
+    from .predict.cli import add_parser as add_predict
     from .study import add_parser as add_study
 
     add_study(sub)
     add_cluster(sub)
+    add_predict(sub)
     return ap
 
 

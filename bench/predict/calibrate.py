@@ -26,6 +26,7 @@ from .. import BenchError
 from ..cluster.spec import CFS_PERIOD_US
 from ..layout import REPO_ROOT
 from . import hardware
+from ..study import load_study
 from .cells import RESULTS, all_cells, find
 from .model import Model
 
@@ -91,7 +92,7 @@ def fit(cells=None) -> dict:
     """The calibration (constants and their provenance) from the sources of the module docstring."""
     study = json.loads(STUDY_CALIBRATION.read_text())
     workload = "lenet@32"
-    k = {"workload": workload, "c_full_s": study["compute_s_median"],
+    k = {"workload": workload, "profile": load_study(study["study"]).profile, "c_full_s": study["compute_s_median"],
          "eta": study["compute_s_median"] / (study["compute_s_per_step"] * CALIBRATION_CPU),
          **microbench(), "cfs_period_s": CFS_PERIOD_US / 1e6,
          "a_allreduce_s": 0.0, "hop_s": 0.0, "omega_s": 0.0, "a_p2p_s": 0.0, "a_ps_s": 0.0, "pass_byte_s": 0.0,

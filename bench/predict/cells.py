@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..layout import REPO_ROOT
+from ..layout import REPO_ROOT, run_name
 from ..resolve import resolve
 from ..study import grid_points, load_study
 
@@ -43,7 +43,7 @@ class Cell:
 
     @property
     def key(self) -> str:
-        return f"{self.algorithm}-np{self.np}-{self.point}" if self.point else f"{self.algorithm}-np{self.np}"
+        return run_name(self.algorithm, self.np, self.point)
 
 
 def _overrides(study, algorithm: str, np: int, point: str, link: str) -> dict:
@@ -89,4 +89,4 @@ def find(cells: list[Cell], study: str, algorithm: str, np: int, point: str) -> 
     for c in cells:
         if (c.study, c.algorithm, c.np, c.point) == (study, algorithm, np, point):
             return c
-    raise LookupError(f"no measured cell {study}/{algorithm}-np{np}-{point}")
+    raise LookupError(f"no measured cell {study}/{run_name(algorithm, np, point)}")

@@ -81,6 +81,8 @@ class Hardware:
     compute: dict
     anchors: dict
     launch_profile: str
+    profile: str
+    """The training profile a prediction uses when none is given: one whose workload has a compute time here."""
     sources: dict
 
 
@@ -119,7 +121,7 @@ def described(hw_id: str) -> Hardware:
         raise BenchError(f"{path}: no levels (links); the model needs at least one")
     return Hardware(hw_id, str(d.get("description", "")), False, tuple(levels), d.get("host_cores"),
                     float(d.get("op_overhead_s", 0.0)), float(d.get("ps_kappa", 0.0)), dict(d.get("compute") or {}),
-                    dict(d.get("anchors") or {}), str(d.get("launch_profile", "")),
+                    dict(d.get("anchors") or {}), str(d.get("launch_profile", "")), str(d.get("profile", "")),
                     {k: v for k, v in d.items() if k.endswith("_source")})
 
 
@@ -134,7 +136,7 @@ def emulated(cfg, calibration: dict) -> Hardware:
     return Hardware(cfg.launch.hardware, "emulated cluster on this machine", True, (level,),
                     cfg.launch.cpu_per_host or 1.0, 0.0, calibration["ps_kappa"],
                     {calibration["workload"]: {"calibration": True, "source": calibration["compute_source"]}},
-                    {}, cfg.launch.hardware, {})
+                    {}, cfg.launch.hardware, calibration.get("profile", ""), {})
 
 
 def workload(cfg, hw: Hardware, calibration: dict | None) -> Workload:
@@ -142,14 +144,14 @@ def workload(cfg, hw: Hardware, calibration: dict | None) -> Workload:
     table = load_yaml(WORKLOADS)
     model, batch = cfg.train.model, cfg.train.batch_size
     key = f"{model}@{batch}"
-    known = table.get("models") or {}
-    if model not in known:
-        raise BenchError(f"the model knows no parameter count for model {model!r}; known: {', '.join(sorted(known))} "
-                         f"({WORKLOADS.relative_to(REPO_ROOT)})")
     entry = hw.compute.get(key)
     if entry is None:
         raise BenchError(f"hardware {hw.id!r} has no compute time for {key} (profile model@batch); known: "
                          f"{', '.join(sorted(hw.compute)) or '(none)'}")
+    known = table.get("models") or {}
+    if model not in known:
+        raise BenchError(f"the model knows no parameter count for model {model!r}; known: {', '.join(sorted(known))} "
+                         f"({WORKLOADS.relative_to(REPO_ROOT)})")
     if entry.get("calibration"):
         if calibration is None or calibration.get("workload") != key:
             raise BenchError(f"{key} on {hw.id!r} needs the calibration of that workload; calibration.json has "

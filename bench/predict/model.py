@@ -13,11 +13,12 @@ For one worker, a step costs (docs/results/predict/README.md gives the terms wit
 - **overlap**: ``none`` blocks the step, ``backward`` hides the wire time behind the backward pass (2/3 of ``c``),
   ``behind`` hides it behind the next ``every`` steps of compute (delayed allreduce, LASGD, overlapped gossip).
 
-A worker's step then takes max(CPU-bound time, critical path): the CPU-bound time is its CPU work over its CPU share
-(the emulated hosts' quota, times the efficiency with which a quota is used); the critical path is its compute at
-full speed, the exposed communication, and a straggler's sleep or jitter. Workers that wait for one another (a
-collective, SGP's in-peers) go at the pace of the slowest; parameter-server and AD-PSGD workers go at their own
-(:mod:`.queue`). Throughput is the samples of all workers over that pace.
+Each worker's host is played as a CPU with its quota (:class:`.sim.CfsHost`; the emulated hosts' ``cpu_per_host``
+times the share of a quota a host turns into work, none for a GPU): workers that wait for one another (a collective,
+SGP's in-peers) are played step by step and go at the pace of the slowest (:func:`.sim.simulate_collective`);
+parameter-server and AD-PSGD workers go at their own (:mod:`.queue`). Throughput is the samples of all workers
+over that pace. (Validation v1 took max(CPU work / share, critical path) instead of playing the quota's periods:
+docs/results/predict/NOTES.md.)
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ from dataclasses import asdict, dataclass, field
 from ..config import HOROVOD_DEFAULTS
 from .hardware import Hardware, Workload
 from .patterns import Exchange, Pattern, pattern
-from .queue import Client, Visit, simulate_pairs, simulate_server
+from .queue import Visit, simulate_pairs, simulate_server
+from .sim import Client, Op, simulate_collective
 
 BACKWARD_SHARE = 2 / 3
 """Share of a step's compute that is the backward pass (about twice the forward's FLOPs): what an allreduce started
@@ -59,41 +61,48 @@ class Prediction:
         return asdict(self)
 
 
-def ring_cost(hw: Hardware, n: int, nbytes: float) -> tuple[float, float]:
-    """(wire, latency) seconds of a ring allreduce of ``nbytes`` over ``n`` workers placed in order on ``hw``."""
-    if n <= 1:
-        return 0.0, 0.0
-    ring = 2 * (n - 1) / n * nbytes
-    spanned = spanned_levels(hw, n)
-    wire = max(ring / lv.bytes_per_s for lv in spanned)
-    return wire, 2 * (n - 1) * max(lv.latency_s for lv in spanned)
-
-
-def spanned_levels(hw: Hardware, n: int) -> list:
-    """The levels whose links n workers placed in order use: the innermost, and each whose inner groups n exceeds."""
-    out, inner = [], 1
-    for lv in hw.levels:
-        if n > inner or not out:
-            out.append(lv)
-        inner = lv.group(n)
-        if inner >= n:
-            break
+def spanned(hw: Hardware, n: int) -> list[tuple]:
+    """(level, workers behind one of its links) for the levels whose links n workers placed in order use. Groups are
+    nested (a node inside a region: each clipped to the group above it); a level is used when the group behind its
+    link is smaller than n (the innermost always is: one worker behind each link)."""
+    groups, outer = [], n
+    for lv in reversed(hw.levels):
+        outer = min(lv.group(n), outer)
+        groups.append(outer)
+    groups.reverse()
+    out = []
+    for i, lv in enumerate(hw.levels):
+        inner = groups[i - 1] if i else 1
+        if i == 0 or inner < n:
+            out.append((lv, inner))
     return out
 
 
+def ring_cost(hw: Hardware, n: int, nbytes: float) -> tuple[float, float]:
+    """(wire, latency) seconds of a ring allreduce of ``nbytes`` over ``n`` workers placed in order on ``hw``: each
+    link the ring crosses carries 2(n-1)/n of it, in 2(n-1) dependent hops."""
+    if n <= 1:
+        return 0.0, 0.0
+    ring = 2 * (n - 1) / n * nbytes
+    levels = spanned(hw, n)
+    return max(ring / lv.bytes_per_s for lv, _ in levels), 2 * (n - 1) * max(lv.latency_s for lv, _ in levels)
+
+
 def p2p_cost(hw: Hardware, n: int, nbytes: float, distance: int, peers: int) -> tuple[float, float]:
-    """(wire, latency) of a round in which every worker sends ``nbytes`` to ``peers`` workers ``distance`` away."""
+    """(wire, latency) of a round in which every worker sends ``nbytes`` to ``peers`` workers ``distance`` away: a
+    group of g workers behind a link sends min(g, distance) of its messages across it."""
     if n <= 1 or peers == 0:
         return 0.0, 0.0
-    wire, lat, inner = 0.0, 0.0, 1
-    for lv in spanned_levels(hw, n):
-        # a group of `inner` workers sends min(inner, distance) messages across its link per peer
-        crossing = min(inner, distance) if inner > 1 else 1
-        if distance >= inner or inner == 1:
-            wire = max(wire, peers * crossing * nbytes / lv.bytes_per_s)
-            lat = max(lat, lv.latency_s)
-        inner = lv.group(n)
-    return wire, lat
+    levels = spanned(hw, n)
+    wire = max(peers * min(g, distance) * nbytes / lv.bytes_per_s for lv, g in levels)
+    return wire, max(lv.latency_s for lv, _ in levels)
+
+
+def shared_link(hw: Hardware, n: int, users) -> tuple[float, float]:
+    """(bytes a second, latency) one transfer gets on the slowest link it may cross, ``users(g)`` transfers of a group
+    of g workers sharing that link at once."""
+    levels = spanned(hw, n)
+    return (min(lv.bytes_per_s / max(1.0, users(g)) for lv, g in levels), max(lv.latency_s for lv, _ in levels))
 
 
 class Model:
@@ -104,13 +113,16 @@ class Model:
 
     # -- per-exchange costs ----------------------------------------------------------------------------------
     def exchange_cost(self, e: Exchange, cfg, hw: Hardware, wl: Workload, pat: Pattern) -> tuple[float, float, float]:
-        """(every, communication seconds on the path, host CPU seconds) of one exchange."""
+        """(every, seconds on the critical path, host CPU seconds) of one exchange; an exchange overlapping the
+        backward pass shows only its latency and the wire time the backward pass does not cover."""
         k, n = self.k, cfg.launch.np
         nbytes = wl.nbytes * e.fraction
         host = hw.emulated or hw.host_cores is not None
         every = e.every
         if e.kind == "allreduce":
             wire, lat = ring_cost(hw, n, nbytes)
+            if e.overlap == "backward":
+                wire = max(0.0, wire - BACKWARD_SHARE * wl.compute_s)
             comm = wire + lat + (hw.op_overhead_s if n > 1 else 0.0)
             rounds = e.ops
             if e.overlap == "backward" and e.ops > 1:  # Horovod fuses the tensors ready in the same cycle
@@ -186,45 +198,24 @@ class Model:
                           note=pat.note, **kw)
 
     def _collective(self, cfg, hw, wl, pat) -> Prediction:
-        n, c = cfg.launch.np, wl.compute_s
+        c = wl.compute_s
         costs = [self.exchange_cost(e, cfg, hw, wl, pat) for e in pat.exchanges]
+        ops = [Op(max(1, round(every)), comm, cpu, behind=e.overlap == "behind")
+               for e, (every, comm, cpu) in zip(pat.exchanges, costs)]
         shares = self.shares(cfg, hw)
         sleeps = self.sleeps(cfg, hw, wl, shares)
-        cpu = c + sum(cpu_e / every for every, _, cpu_e in costs)
-        times = []
-        for share, sleep in zip(shares, sleeps):
-            exposed = waited = 0.0
-            for e, (every, comm, _) in zip(pat.exchanges, costs):
-                if e.overlap == "none":
-                    exposed += comm / every
-                elif e.overlap == "backward":
-                    wire_part = max(0.0, comm - BACKWARD_SHARE * c)
-                    exposed += wire_part / every
-                else:
-                    late = max(0.0, comm - every * c) / every
-                    exposed += late
-                    waited += late
-            t_cpu = cpu / share if share else 0.0
-            t_path = c + sleep + exposed
-            times.append((t_cpu, t_path, waited, sleep))
-        pace = max(max(tc, tp) for tc, tp, _, _ in times)
-        per_worker = []
-        for tc, tp, waited, sleep in times:
-            if tc >= tp:
-                compute = tc * c / cpu
-                waited = 0.0
-            else:
-                compute = c + sleep
-            per_worker.append((compute, max(0.0, pace - compute - waited), waited))
-        slow = max(times, key=lambda x: max(x[0], x[1]))
-        bound = "cpu" if slow[0] >= slow[1] else ("compute" if slow[1] - c - slow[3] < 0.05 * slow[1] else "network")
+        workers = [Client(1, c, s, sleep_s=sl - cfg.train.step_jitter_s, jitter_s=cfg.train.step_jitter_s)
+                   for s, sl in zip(shares, sleeps)]
+        res = simulate_collective(workers, ops, self.k["cfs_period_s"])
+        pace = max(res.step_s)
+        per_worker = list(zip(res.compute_s, res.comm_s, res.wait_s))
+        cpu = c + sum(cpu_e / op.every for op, (_, _, cpu_e) in zip(ops, costs))
+        slow = max(range(len(shares)), key=lambda i: res.step_s[i])
+        if shares[slow] and cpu / shares[slow] > 0.8 * pace:
+            bound = "cpu"
+        else:
+            bound = "network" if res.comm_s[slow] + res.wait_s[slow] > 0.5 * pace else "compute"
         return self._prediction(cfg, hw, wl, pace, per_worker, bound, pat)
-
-    def _link(self, hw: Hardware, n: int) -> tuple[float, float]:
-        """(bytes a second, one-way latency) of the way into one host (a server, a passive) from the others."""
-        spanned = spanned_levels(hw, n + 1)
-        bw = min(lv.bytes_per_s for lv in spanned)
-        return bw, max(lv.latency_s for lv in spanned)
 
     def _server(self, cfg, hw, wl, pat) -> Prediction:
         k, n, M = self.k, cfg.launch.np, wl.nbytes
@@ -243,7 +234,7 @@ class Model:
         clients = [Client(window, wl.compute_s + passes, s, sleep_s=sl - cfg.train.step_jitter_s,
                           jitter_s=cfg.train.step_jitter_s) for s, sl in zip(shares, sleeps)]
         server_share = (cfg.launch.cpu_per_host or 1.0) * k["eta"] if hw.emulated else hw.host_cores
-        bw, lat = self._link(hw, n)
+        bw, lat = shared_link(hw, n + 1, lambda g: 1.0)  # every visit comes through the server's own link: its queue
         res = simulate_server(clients, visits, bw, hw.ps_kappa, lat, server_share, k["cfs_period_s"],
                               windows=max(60, 1200 // window))
         thr = sum(wl.batch / s for s in res.step_s)
@@ -263,8 +254,9 @@ class Model:
             return self._prediction(cfg, hw, wl, pace, [(pace, 0.0, 0.0)], "compute", pat)
         host = hw.emulated or hw.host_cores is not None
         swap_cpu = (k["a_ps_s"] + k["b_byte_s"] * 2 * M + k["pass_byte_s"] * M) if host else hw.op_overhead_s
-        bw, lat = self._link(hw, n)
-        res = simulate_pairs(clients[0::2], clients[1::2], M, swap_cpu, bw, lat, k["cfs_period_s"])
+        # half of a group's workers are actives, each swapping with a passive outside the group with odds 1 - g/n
+        bw, lat = shared_link(hw, n, lambda g: g / 2 * (1 - g / n))
+        res = simulate_pairs(clients[0::2], clients[1::2], M, swap_cpu, bw, hw.ps_kappa, lat, k["cfs_period_s"])
         order = list(range(0, n, 2)) + list(range(1, n, 2))
         step = [0.0] * n
         per = [(0.0, 0.0, 0.0)] * n

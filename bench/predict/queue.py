@@ -7,10 +7,7 @@ that system event by event (deterministic, seeded) and returns the throughput, e
 staleness of every commit: the commits applied to θ̃ between a worker's pull and its commit. With a saturated server
 the workers fall into a strict round robin and every τ is n - 1; with a lightly loaded one τ spreads around n - 1.
 
-Each host's CPU is a :class:`CfsHost`: work runs at full speed until the host has used its quota of the period
-(``share`` x ``period_s``), then waits for the next period, as the kernel's CFS bandwidth control does to the emulated
-hosts (cgroup ``cpu.cfs_quota_us`` / ``cpu.cfs_period_us``). Each host's periods start at a random phase. A host
-without a quota (``share`` None) runs its work at once.
+Each host's CPU is a :class:`bench.predict.sim.CfsHost` (a CPU quota per period, as the emulated hosts have).
 """
 
 from __future__ import annotations
@@ -21,31 +18,7 @@ import random
 from collections import Counter
 from dataclasses import dataclass, field
 
-
-class CfsHost:
-    """A host whose work is limited to ``share`` of a core per period (None: unlimited). Several activities (a rank's
-    main thread and its service thread) may draw on the same budget: each period's use is kept."""
-
-    def __init__(self, share: float | None, period_s: float, phase: float = 0.0):
-        self.share, self.period, self.phase = share, period_s, phase
-        self._used: dict[int, float] = {}
-
-    def run(self, t: float, work: float) -> float:
-        """Start ``work`` seconds of CPU at ``t``; the time it ends."""
-        if not self.share or work <= 0:
-            return t + max(work, 0.0)
-        budget = self.share * self.period
-        while work > 1e-12:
-            k = math.floor((t - self.phase) / self.period + 1e-9)  # a time on a boundary opens the next period
-            end = self.phase + (k + 1) * self.period
-            avail = budget - self._used.get(k, 0.0)
-            if avail <= 1e-12:
-                t = end
-                continue
-            dt = min(work, avail, end - t)
-            t, work = t + dt, work - dt
-            self._used[k] = self._used.get(k, 0.0) + dt
-        return t
+from .sim import CfsHost, Client, all_active
 
 
 @dataclass(frozen=True)
@@ -56,19 +29,6 @@ class Visit:
     pull_bytes: float
     server_cpu_s: float
     worker_cpu_s: float
-
-
-@dataclass(frozen=True)
-class Client:
-    """One worker: ``steps`` local steps a window, each ``step_cpu_s`` of CPU on a host of ``share``."""
-
-    steps: int
-    step_cpu_s: float
-    share: float | None
-    sleep_s: float = 0.0
-    """Wall seconds a step sleeps (a straggler's injected delay, ``slow_mode: sleep``)."""
-    jitter_s: float = 0.0
-    """Mean of the exponential pause after every step (``step_jitter_s``)."""
 
 
 @dataclass
@@ -84,13 +44,6 @@ class QueueResult:
     def mean_staleness(self) -> float:
         total = sum(self.staleness.values())
         return sum(k * v for k, v in self.staleness.items()) / total if total else float("nan")
-
-
-def _rates(times: list[list[float]], steps: list[int], warm: int) -> tuple[float, float]:
-    """The all-active window: from the last worker's ``warm``-th window to the first worker's last."""
-    t0 = max(t[min(warm, len(t) - 1)] for t in times)
-    t1 = min(t[-1] for t in times)
-    return t0, t1
 
 
 def simulate_server(clients: list[Client], visits: list[Visit], bytes_per_s: float, kappa: float, latency_s: float,
@@ -148,7 +101,7 @@ def simulate_server(clients: list[Client], visits: list[Visit], bytes_per_s: flo
         compute[w] += nxt - back
         heapq.heappush(heap, (nxt, w, 0))
     steps = [c.steps for c in clients]
-    t0, t1 = _rates(done, steps, warm=min(10, windows // 4))
+    t0, t1 = all_active(done, warm=min(10, windows // 4))
     step_s = []
     for w in range(n):
         inside = [x for x in done[w] if t0 < x <= t1]
@@ -159,16 +112,21 @@ def simulate_server(clients: list[Client], visits: list[Visit], bytes_per_s: flo
 
 
 def simulate_pairs(actives: list[Client], passives: list[Client], swap_bytes: float, swap_cpu_s: float,
-                   bytes_per_s: float, latency_s: float, period_s: float, steps: int = 300, seed: int = 0) -> QueueResult:
+                   bytes_per_s: float, kappa: float, latency_s: float, period_s: float, steps: int = 300,
+                   seed: int = 0) -> QueueResult:
     """AD-PSGD: every step an active sends its model to a random passive and gets the passive's back; the passive's
     service thread does that on the passive's host (its CPU quota, shared with the passive's own steps), one swap at
-    a time. Actives wait for the swap, passives never wait. Events are played in time order."""
+    a time, its link a server's link (the push, and ``kappa`` of the reply, serialised). The service thread holds the
+    passive's lock for the whole averaging, transfers included, and the passive's optimizer step takes that lock
+    (bench/algorithms/adpsgd.py): a passive whose step ends during a swap waits for it. Actives wait for their swap.
+    Events are played in time order."""
     rng = random.Random(seed)
     a_hosts = [CfsHost(c.share, period_s, rng.uniform(0, period_s)) for c in actives]
     p_hosts = [CfsHost(c.share, period_s, rng.uniform(0, period_s)) for c in passives]
     wire = (lambda b: b / bytes_per_s) if math.isfinite(bytes_per_s) else (lambda b: 0.0)
     na, npas = len(actives), len(passives)
     free = [0.0] * npas
+    lock_until = [0.0] * npas
     compute, comm = [0.0] * (na + npas), [0.0] * (na + npas)
     ends: list[list[float]] = [[0.0] for _ in range(na + npas)]
     events = [(0.0, i, "a" if i < na else "p", None) for i in range(na + npas)]
@@ -181,8 +139,14 @@ def simulate_pairs(actives: list[Client], passives: list[Client], swap_bytes: fl
                 continue
             f = p_hosts[i - na].run(t, c.step_cpu_s) + c.sleep_s
             compute[i] += f - t
-            ends[i].append(f)
-            heapq.heappush(events, (f, i, "p", None))
+            heapq.heappush(events, (f, i, "q", None))
+        elif kind == "q":  # the passive's optimizer step takes its lock
+            if lock_until[i - na] > t:
+                comm[i] += lock_until[i - na] - t
+                heapq.heappush(events, (lock_until[i - na], i, "q", None))
+                continue
+            ends[i].append(t)
+            heapq.heappush(events, (t, i, "p", None))
         elif kind == "a":
             if len(ends[i]) > steps:
                 continue
@@ -190,17 +154,19 @@ def simulate_pairs(actives: list[Client], passives: list[Client], swap_bytes: fl
             f = a_hosts[i].run(t, c.step_cpu_s) + c.sleep_s
             compute[i] += f - t
             p = rng.randrange(npas)
-            arrive = a_hosts[i].run(f, swap_cpu_s / 2) + wire(swap_bytes) + latency_s
-            heapq.heappush(events, (arrive, i, "s", (p, f)))
+            sent = a_hosts[i].run(f, swap_cpu_s / 2) + latency_s
+            heapq.heappush(events, (sent, i, "s", (p, f)))
         else:
             p, f = p
             start = max(t, free[p])
-            served = free[p] = p_hosts[p].run(start, swap_cpu_s)
-            back = a_hosts[i].run(served + wire(swap_bytes) + latency_s, swap_cpu_s / 2)
+            link_end = start + wire((1 + kappa) * swap_bytes)
+            served = free[p] = max(link_end, p_hosts[p].run(start, swap_cpu_s))
+            lock_until[p] = served + wire((1 - kappa) * swap_bytes)
+            back = a_hosts[i].run(lock_until[p] + latency_s, swap_cpu_s / 2)
             comm[i] += back - f
             ends[i].append(back)
             heapq.heappush(events, (back, i, "a", None))
-    t0, t1 = _rates(ends, [1] * (na + npas), warm=min(10, steps // 4))
+    t0, t1 = all_active(ends, warm=min(10, steps // 4))
     step_s = []
     for i in range(na + npas):
         inside = [x for x in ends[i] if t0 < x <= t1]
