@@ -65,7 +65,7 @@ def figures(dest: Path, val: pd.DataFrame, fc: pd.DataFrame) -> list[Path]:
 def readme(dest: Path, val: pd.DataFrame, anc: pd.DataFrame, win: pd.DataFrame) -> Path:
     k = hardware.load_calibration()
     dest = Path(dest)
-    v1_path = dest / "tables" / "validation_v1.csv"
+    v1_path = dest / "history" / "validation_v1.csv"
     consts = pd.DataFrame([{"constant": name, "value": k[name], "meaning": MEANING[name],
                             "fitted on": "/".join(map(str, CALIBRATION_CELLS[name])) if name in CALIBRATION_CELLS else
                             ("bench.perf link" if name in ("wire_efficiency", "b_byte_s") else
@@ -111,7 +111,7 @@ def readme(dest: Path, val: pd.DataFrame, anc: pd.DataFrame, win: pd.DataFrame) 
     ]
     if v1_path.is_file():
         v1 = pd.read_csv(v1_path)
-        lines += ["The model was revised after validation v1 (`tables/validation_v1.csv`, NOTES.md); v1's summary:",
+        lines += ["The model was revised after validation v1 (`history/validation_v1.csv`, NOTES.md); v1's summary:",
                   "", _md(validate.summary(v1)), ""]
     lines += ["## Anchors (`tables/anchors.csv`): published results reproduced before forecasting", "",
               _md(anc.drop(columns=["source"])), "", "Sources: " + "; ".join(sorted(set(anc["source"]))), "",
