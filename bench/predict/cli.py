@@ -82,6 +82,8 @@ def predict_many(algorithms: list[str], nps: list[int], hw_id: str, profile: str
                  calibration: dict | None = None) -> list[dict]:
     """One row per (algorithm, n): the prediction, S(n) over sync at one worker, the family's validation error."""
     from ..algorithms import get_algorithm
+    from ..config import LaunchConfig, TrainConfig
+    from ..typed import field_types
     from . import hardware
     from .model import Model
 
@@ -97,8 +99,10 @@ def predict_many(algorithms: list[str], nps: list[int], hw_id: str, profile: str
             if calibration is None and any(e.get("calibration") for e in hw.compute.values()):
                 calibration = hardware.load_calibration()
             model = Model(calibration or hardware.load_calibration())
-            if base is None:
-                one, _ = resolve_run("sync", 1, hw_id, profile, overrides)
+            if base is None:  # sync at one worker, with the run settings (not the algorithm's hyperparameters)
+                run_keys = set(field_types(TrainConfig)) | set(field_types(LaunchConfig))
+                one, _ = resolve_run("sync", 1, hw_id, profile, {k: v for k, v in overrides.items()
+                                                                 if k in run_keys or k.startswith("horovod.")})
                 base = model.predict(one, *hardware.for_config(one, calibration, hw_id)).throughput
             p = model.predict(cfg, hw, wl).as_dict()
             fam = get_algorithm(algorithm).family

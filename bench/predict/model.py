@@ -200,7 +200,7 @@ class Model:
     def _collective(self, cfg, hw, wl, pat) -> Prediction:
         c = wl.compute_s
         costs = [self.exchange_cost(e, cfg, hw, wl, pat) for e in pat.exchanges]
-        ops = [Op(max(1, round(every)), comm, cpu, behind=e.overlap == "behind")
+        ops = [Op(max(1, round(every)), comm, cpu, behind=e.overlap == "behind", lag=e.lag)
                for e, (every, comm, cpu) in zip(pat.exchanges, costs)]
         shares = self.shares(cfg, hw)
         sleeps = self.sleeps(cfg, hw, wl, shares)

@@ -44,6 +44,8 @@ class Exchange:
     """ps: model-sized payload the worker sends to the server (0: a pull request)."""
     pull: float = 1.0
     """ps: model-sized payload the server sends back (0: only the small reply)."""
+    lag: int = 0
+    """behind: steps between starting it and waiting for it (0: ``every``; delayed allreduce: its delay d)."""
 
 
 @dataclass(frozen=True)
@@ -61,10 +63,13 @@ class Pattern:
     """Settings of one pattern only: SGP's exponents cycle, FAST's restart cadence."""
 
 
+DDP_BUCKET_BYTES = 25 * 2 ** 20  # DistributedDataParallel's default bucket_cap_mb
+
+
 def _allreduce_family(every: float, overlap: Overlap = "none", fraction: float = 1.0, ops: int = 1,
-                      note: str = "") -> Pattern:
-    return Pattern("allreduce", (Exchange("allreduce", every=every, fraction=fraction, overlap=overlap, ops=ops),),
-                   note=note)
+                      note: str = "", lag: int = 0) -> Pattern:
+    return Pattern("allreduce", (Exchange("allreduce", every=every, fraction=fraction, overlap=overlap, ops=ops,
+                                          lag=lag),), note=note)
 
 
 def _sync(cfg, workload) -> Pattern:
@@ -87,12 +92,13 @@ def _ddp(cfg, workload) -> Pattern:
         return _allreduce_family(1, "backward", fraction=min(1.0, 2 * p.powersgd_rank * math.sqrt(m) / m), ops=2,
                                  note="PowerSGD: two allreduces of rank-r factors (matrices taken as square)")
     return _allreduce_family(1, "backward", 0.5 if p.comm_hook == "fp16" else 1.0,
+                             ops=max(1, math.ceil(workload.nbytes / DDP_BUCKET_BYTES)),
                              note="bucketed allreduce inside backward (one bucket per 25 MB)")
 
 
 def _delayed(cfg, workload) -> Pattern:
     d = cfg.params.delay
-    return _allreduce_family(1, "behind" if d > 0 else "none", note=f"reduction of step t applied at t+{d}")
+    return _allreduce_family(1, "behind" if d > 0 else "none", note=f"reduction of step t applied at t+{d}", lag=d)
 
 
 def _windowed(cfg, workload) -> Pattern:

@@ -1,7 +1,7 @@
 """``docs/results/predict/``: the validation table and figure, the anchors, the forecasts and a README generated from them.
 
 ``python -m bench predict --publish docs/results/predict`` refits the calibration, then runs ``notebooks/predict.ipynb``
-(papermill, into ``results/predict/``), whose cells call the functions here in order: :func:`validation`,
+(papermill, into ``results/predict/notebooks/``), whose cells call the functions here in order: :func:`validation`,
 :func:`anchors`, :func:`forecasts`, :func:`figures`, :func:`readme`. ``NOTES.md`` beside them is written by hand.
 """
 
@@ -128,10 +128,11 @@ def readme(dest: Path, val: pd.DataFrame, anc: pd.DataFrame, win: pd.DataFrame) 
 
 
 def run_notebook(dest: Path) -> Path:
-    """Execute ``notebooks/predict.ipynb`` (parameter ``dest``) into ``results/predict/predict.ipynb``."""
+    """Execute ``notebooks/predict.ipynb`` (parameter ``dest``) into ``results/predict/notebooks/predict.ipynb``
+    (executed notebooks are not tracked: results/.gitignore)."""
     import papermill
 
-    out = REPO_ROOT / "results" / "predict" / "predict.ipynb"
+    out = REPO_ROOT / "results" / "predict" / "notebooks" / "predict.ipynb"
     out.parent.mkdir(parents=True, exist_ok=True)
     papermill.execute_notebook(str(REPO_ROOT / "notebooks" / "predict.ipynb"), str(out), parameters={"dest": str(dest)},
                                cwd=str(REPO_ROOT), kernel_name="python3", progress_bar=False)

@@ -10,7 +10,8 @@ that is throttled: neither shows in an average CPU rate. Without a quota (``shar
 due at that step runs: a blocking one (an allreduce, a gossip round whose in-peers' messages it waits for, a
 broadcast) starts when the last worker arrives, costs each host its CPU and lasts at least its time on the wire; a
 non-blocking one (``behind``: delayed allreduce, LASGD's averaging, overlapped gossip) costs its CPU at launch and is
-waited for ``every`` steps later. The workers' mean step over the steps after a warm-up is their pace.
+waited for ``every`` (or ``lag``) steps later. Collectives go through one at a time (Horovod's background thread and
+the link): one starts when the one before it is through. The workers' mean step over the steps after a warm-up is their pace.
 """
 
 from __future__ import annotations
@@ -59,6 +60,8 @@ class Op:
     comm_s: float
     cpu_s: float
     behind: bool = False
+    lag: int = 0
+    """A ``behind`` operation is waited for this many steps after it starts (0: ``every``)."""
 
 
 @dataclass(frozen=True)
@@ -89,13 +92,14 @@ def simulate_collective(workers: list[Client], ops: list[Op], period_s: float, s
     rng = random.Random(seed)
     n = len(workers)
     hosts = [CfsHost(w.share, period_s, rng.uniform(0, period_s)) for w in workers]
-    longest = max([o.every for o in ops] + [1])
+    longest = max([max(o.every, o.lag) for o in ops] + [1])
     noisy = any(w.share for w in workers) or any(w.jitter_s for w in workers)
-    steps = steps or (max(300, 30 * longest) if noisy else 4 * longest + 4)
-    warm = steps // 5 if noisy else 2 * longest
+    steps = steps or (max(300, 30 * longest) if noisy else max(40, 8 * longest))
+    warm = steps // 5 if noisy else steps // 2
     t = [0.0] * n
     compute, wait = [0.0] * n, [0.0] * n
     pending: list[tuple[int, float]] = []
+    channel = 0.0  # when the collectives started so far are through
     mark = None
     for step in range(1, steps + 1):
         if step == warm + 1:
@@ -117,10 +121,12 @@ def simulate_collective(workers: list[Client], ops: list[Op], period_s: float, s
             if op.behind:
                 launched = [hosts[i].run(t[i], op.cpu_s) for i in range(n)]
                 t = launched
-                pending.append((step + op.every, max(launched) + op.comm_s))
+                channel = max(max(launched), channel) + op.comm_s  # one collective at a time (Horovod's thread, the link)
+                pending.append((step + (op.lag or op.every), channel))
                 continue
             arrive = max(t)
-            end = max([arrive + op.comm_s] + [hosts[i].run(arrive, op.cpu_s) for i in range(n)])
+            end = max([max(arrive, channel) + op.comm_s] + [hosts[i].run(arrive, op.cpu_s) for i in range(n)])
+            channel = end
             t = [end] * n
     t0, c0, w0 = mark
     count = steps - warm

@@ -114,6 +114,12 @@ def test_behind_overlap_hides_communication_shorter_than_the_compute():
     assert max(exposed.step_s) == pytest.approx(0.018)
 
 
+def test_reductions_in_flight_go_through_one_at_a_time():
+    # delayed allreduce with d = 3: three reductions in flight, but the link carries one at a time
+    res = simulate_collective([Client(1, 0.01, None)] * 2, [Op(1, 0.03, 0.0, behind=True, lag=3)], 0.1)
+    assert max(res.step_s) == pytest.approx(0.03)
+
+
 def test_one_emulated_worker_runs_at_the_calibration_runs_mean_step():
     cal = hardware.load_calibration()
     cfg = resolve("sync", np=1, profile="regimes", hardware="emu", check=False)
