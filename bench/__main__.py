@@ -1,4 +1,4 @@
-"""Command line: ``python -m bench {list,run,te,study,cluster} ...``."""
+"""Command line: ``python -m bench {list,run,te,study,cluster,predict} ...``."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from .launch.command import horovodrun_command
 from .layout import default_run_dir
 from .metrics.temporal import temporal_efficiency_runs
 from .placement import processes
+from .predict.cli import add_parser as add_predict
 from .resolve import load_params, parse_set, resolve
 from .results import read_json
 from .study.cli import add_parser as add_study
@@ -116,6 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_study(sub)
     add_cluster(sub)
+    add_predict(sub)
     return ap
 
 

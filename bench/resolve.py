@@ -251,8 +251,9 @@ def _horovod_settings(launch: dict, overrides: dict[str, Any]) -> None:
 
 def resolve(algorithm: str, *, np: int | None = None, profile: str | None = None, hardware: str | None = None,
             overrides: dict[str, Any] | None = None, study: str = "adhoc", tag: str = "",
-            params_file: Path | None = None) -> RunConfig:
-    """A run's configuration from params.yaml, the hardware profile and ``overrides`` (``--set``), validated."""
+            params_file: Path | None = None, check: bool = True) -> RunConfig:
+    """A run's configuration from params.yaml, the hardware profile and ``overrides`` (``--set``), validated (``check``
+    False: merged and typed only, for a run that will not be launched here, e.g. one ``bench predict`` models)."""
     algo = get_algorithm(algorithm)
     check_names(study, tag, hardware or "local")
     params = load_params(params_file)
@@ -279,7 +280,7 @@ def resolve(algorithm: str, *, np: int | None = None, profile: str | None = None
                     train=build(TrainConfig, sections["train"], what="train setting"),
                     launch=build(LaunchConfig, sections["launch"], what="launch setting"),
                     profile=profile, study=study, tag=tag)
-    return validate(cfg)
+    return validate(cfg) if check else cfg
 
 
 def config_from_dict(d: dict) -> RunConfig:

@@ -1,0 +1,137 @@
+"""The model's constants, fitted on micro-benchmarks and a small named set of published runs; nothing per cell.
+
+Sources, in the order the constants are fitted (each with the model itself, so the fitted value is the one that
+makes the model reproduce its source exactly):
+
+1. ``docs/results/regimes/calibration.json``, the regimes study's calibration run (``sync`` at one worker on one
+   emulated host at 0.36 of a core, not one of the study's cells): the compute a step at full speed (the median step,
+   ``c_full_s``: most steps run inside the quota) and the mean step (the quota's periods included); their ratio is
+   the share of its quota a host turns into work (``eta``).
+2. ``docs/results/predict/microbench/link.txt`` (``python -m bench.perf link``): the TCP goodput of a shaped link
+   over its configured rate (``wire_efficiency``, the median over the rates), and the host CPU a byte sent or received
+   costs (``b_byte_s``: the unshaped 256 MiB allreduce between two hosts, which is CPU-bound).
+3. :data:`CALIBRATION_CELLS`, seven cells of two published studies, one constant each (two for the last pair but one).
+
+The cells of :data:`CALIBRATION_CELLS` are left out of the validation (:mod:`.validate`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+from pathlib import Path
+
+from .. import BenchError
+from ..cluster.spec import CFS_PERIOD_US
+from ..layout import REPO_ROOT
+from . import hardware
+from ..study import load_study
+from .cells import RESULTS, all_cells, find
+from .model import Model
+
+MICROBENCH = REPO_ROOT / "docs" / "results" / "predict" / "microbench" / "link.txt"
+STUDY_CALIBRATION = RESULTS / "regimes" / "calibration.json"
+CALIBRATION_CPU = 0.36  # cores of the host the regimes calibration run had (pipelines/hardware/emu.yaml cpu_per_host)
+
+CALIBRATION_CELLS = {
+    "a_allreduce_s": ("regimes-speedup", "sync", 2, "linknone"),
+    "hop_s": ("regimes-speedup", "sync", 2, "linkshare0.75"),
+    "omega_s": ("regimes-speedup", "localsgd", 2, "linknone"),
+    "a_p2p_s": ("regimes-speedup", "sgp", 2, "linknone"),
+    "a_ps_s": ("regimes-te", "agn", 2, "communication_window1"),
+    "pass_byte_s": ("regimes-te", "agn", 2, "communication_window16"),
+    "ps_kappa": ("regimes-speedup", "downpour", 4, "linkshare0.75"),
+}
+"""Constant -> the published cell (study, algorithm, workers, grid point) it is fitted on."""
+
+MEANING = {
+    "c_full_s": "s of CPU a step of the workload computes at full speed (median step alone)",
+    "eta": "share of its CPU quota a host turns into work (full-speed step / (mean step x quota))",
+    "wire_efficiency": "TCP goodput over the configured rate of a shaped link",
+    "b_byte_s": "s of host CPU a byte sent or received costs (gloo over TCP)",
+    "a_allreduce_s": "s of host CPU an allreduce costs besides its bytes (Horovod's negotiation, fusion, waits)",
+    "hop_s": "s a hop of a ring (or a message) takes besides its bytes, on the critical path",
+    "omega_s": "s of host CPU a collective after k local steps costs over one after every step, times (sqrt(k) - 1)",
+    "a_p2p_s": "s of host CPU a gossip round costs besides its bytes, per peer (push-sum's own work included)",
+    "a_ps_s": "s of host CPU a parameter-server visit costs each side besides its bytes",
+    "pass_byte_s": "s of host CPU a pass over a byte of the model costs (a worker's accumulated change, the server's apply)",
+    "ps_kappa": "share of the pull the server's link serialises with the push (0: full duplex)",
+    "cfs_period_s": "s of a CPU-quota period (the cluster's cpu.cfs_period_us)",
+}
+
+
+def _bisect(f, lo: float, hi: float, iters: int = 60) -> float:
+    """x in [lo, hi] with f(x) = 0 for f increasing or decreasing; the bound nearest to it if none."""
+    flo, fhi = f(lo), f(hi)
+    if flo * fhi > 0:
+        return lo if abs(flo) < abs(fhi) else hi
+    for _ in range(iters):
+        mid = (lo + hi) / 2
+        fm = f(mid)
+        if (fm > 0) == (flo > 0):
+            lo, flo = mid, fm
+        else:
+            hi = mid
+    return (lo + hi) / 2
+
+
+def microbench(path: Path = MICROBENCH) -> dict:
+    """Wire efficiency and CPU a byte from the output of ``python -m bench.perf link``."""
+    text = path.read_text()
+    ratios = [float(m.group(1)) for m in re.finditer(r"p2p TCP stream h0->h1\s+[\d.]+ Mb/s\s+([\d.]+)", text)]
+    m = re.search(r"unshaped allreduce busbw n=2 (\d+) MiB.*?, (\d+) ms per allreduce", text)
+    if not ratios or not m:
+        raise BenchError(f"{path}: no shaped p2p stream or no unshaped 2-host allreduce line")
+    payload = int(m.group(1)) * 2 ** 20
+    # two hosts: each sends and receives the payload once (ring: 2(n-1)/n of it), one core each
+    return {"wire_efficiency": statistics.median(ratios), "b_byte_s": int(m.group(2)) / 1e3 / (2 * payload)}
+
+
+def fit(cells=None) -> dict:
+    """The calibration (constants and their provenance) from the sources of the module docstring."""
+    study = json.loads(STUDY_CALIBRATION.read_text())
+    workload = "lenet@32"
+    k = {"workload": workload, "profile": load_study(study["study"]).profile, "c_full_s": study["compute_s_median"],
+         "eta": study["compute_s_median"] / (study["compute_s_per_step"] * CALIBRATION_CPU),
+         **microbench(), "cfs_period_s": CFS_PERIOD_US / 1e6,
+         "a_allreduce_s": 0.0, "hop_s": 0.0, "omega_s": 0.0, "a_p2p_s": 0.0, "a_ps_s": 0.0, "pass_byte_s": 0.0,
+         "ps_kappa": 0.0, "compute_source": "the median step of docs/results/regimes/calibration.json's run"}
+    cells = cells if cells is not None else all_cells(("regimes-speedup", "regimes-te"))
+
+    def error(name: str):
+        cell = find(cells, *CALIBRATION_CELLS[name])
+
+        def f(x: float) -> float:
+            k[name] = x
+            model = Model(k)
+            hw, wl = hardware.for_config(cell.cfg, k)
+            return model.predict(cell.cfg, hw, wl).throughput / cell.throughput - 1
+        return f
+
+    bounds = {"a_allreduce_s": (0, 0.05), "hop_s": (0, 0.02), "omega_s": (0, 0.05), "a_p2p_s": (0, 0.05),
+              "a_ps_s": (0, 0.02), "pass_byte_s": (0, 2e-8), "ps_kappa": (0, 1)}
+    for name in ("a_allreduce_s", "hop_s", "omega_s", "a_p2p_s"):
+        k[name] = _bisect(error(name), *bounds[name])
+    for _ in range(8):  # a_ps and the passes enter both parameter-server cells: alternate until they settle
+        k["a_ps_s"] = _bisect(error("a_ps_s"), *bounds["a_ps_s"])
+        k["pass_byte_s"] = _bisect(error("pass_byte_s"), *bounds["pass_byte_s"])
+    k["ps_kappa"] = _bisect(error("ps_kappa"), *bounds["ps_kappa"])
+    k["provenance"] = {
+        "study_calibration": str(STUDY_CALIBRATION.relative_to(REPO_ROOT)),
+        "microbench": str(MICROBENCH.relative_to(REPO_ROOT)),
+        "cells": {name: "/".join(map(str, c)) for name, c in CALIBRATION_CELLS.items()},
+        "meaning": MEANING,
+    }
+    return k
+
+
+def write(path: Path = hardware.CALIBRATION) -> dict:
+    k = fit()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(k, indent=2, sort_keys=True) + "\n")
+    return k
+
+
+def calibration_keys() -> set[tuple[str, str, int, str]]:
+    return {tuple(c) for c in CALIBRATION_CELLS.values()}

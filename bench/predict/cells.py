@@ -1,0 +1,93 @@
+"""The measured cells of the published studies, each with the configuration its runs had.
+
+A cell is one algorithm at one worker count and grid point of a published study (``docs/results/<study>/``): its
+measured throughput is the median over the repeats of ``tables/regimes.csv`` (samples a second, all workers), its
+time split the medians of ``tables/time_split.csv``, its staleness the median of the runs' mean. Its configuration is
+rebuilt the way the study planned it (params.yaml's study: ``sets``, ``sets_by_algorithm``, the grid point), with the
+link the runs really had (the ``link`` column: a share aimed at becomes the rate the study's calibration gave it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from ..layout import REPO_ROOT, run_name
+from ..resolve import resolve
+from ..study import load_study
+from ..study.plan import grid_points
+
+RESULTS = REPO_ROOT / "docs" / "results"
+STUDIES = ("regimes", "regimes-speedup", "regimes-quota", "regimes-te", "regimes-latency", "regimes-momentum",
+           "regimes-tuned", "regimes-order", "regimes-lr")
+"""The published studies whose cells the model predicts: the four the issue names (and regimes-latency once it is
+published), then the diagnostic ones, all run on the same emulated cluster with the same workload."""
+
+
+@dataclass
+class Cell:
+    study: str
+    algorithm: str
+    np: int
+    point: str
+    link: str
+    straggler: str
+    repeats: int
+    throughput: float
+    compute_s: float
+    comm_s: float
+    wait_s: float
+    staleness: float
+    cfg: object
+
+    @property
+    def key(self) -> str:
+        return run_name(self.algorithm, self.np, self.point)
+
+
+def _overrides(study, algorithm: str, np: int, point: str, link: str) -> dict:
+    base = study.overrides(algorithm, np, study.hardware[0])
+    sets = next((s for tag, s in grid_points(algorithm, study.spec) if tag == point), None)
+    if sets is None:
+        raise LookupError(f"{study.name}: no grid point {point!r} for {algorithm}")
+    out = {**base, **sets}
+    out["link"] = "" if link == "unshaped" else link
+    return out
+
+
+def study_cells(name: str, root: Path = RESULTS) -> list[Cell]:
+    """Every cell of a published study with at least one run that has a throughput; [] if it is not published."""
+    tables = root / name / "tables"
+    if not (tables / "regimes.csv").is_file():
+        return []
+    runs = pd.read_csv(tables / "regimes.csv")
+    split = pd.read_csv(tables / "time_split.csv")
+    runs = runs.merge(split[["algorithm", "np", "tag", "compute_s", "comm_s", "wait_s"]], on=["algorithm", "np", "tag"],
+                      how="left")
+    runs["point"] = runs["point"].fillna("")
+    study = load_study(name)
+    cells = []
+    keys = ["algorithm", "np", "point", "link", "straggler"]
+    for (algo, np_, point, link, straggler), g in runs.groupby(keys, sort=True):
+        g = g[g["throughput"].notna()]
+        if g.empty:
+            continue
+        cfg = resolve(algo, np=int(np_), profile=study.profile, hardware=study.hardware[0],
+                      overrides=_overrides(study, algo, int(np_), point, link), study=name, check=False)
+        cells.append(Cell(name, algo, int(np_), point, link, straggler, len(g), float(g["throughput"].median()),
+                          float(g["compute_s"].median()), float(g["comm_s"].median()), float(g["wait_s"].median()),
+                          float(g["mean_staleness"].median()), cfg))
+    return cells
+
+
+def all_cells(studies=STUDIES, root: Path = RESULTS) -> list[Cell]:
+    return [c for s in studies for c in study_cells(s, root)]
+
+
+def find(cells: list[Cell], study: str, algorithm: str, np: int, point: str) -> Cell:
+    for c in cells:
+        if (c.study, c.algorithm, c.np, c.point) == (study, algorithm, np, point):
+            return c
+    raise LookupError(f"no measured cell {study}/{run_name(algorithm, np, point)}")

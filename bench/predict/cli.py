@@ -1,0 +1,79 @@
+"""``python -m bench predict``: predicted throughput, S(n) and time split of algorithms on a hardware, from the model.
+
+    python -m bench predict sync,sgp,downpour,diloco --np 4 --hardware emu --set link=250mbit [--json]
+    python -m bench predict sync,localsgd --np 8,64,256 --hardware dgx1 --profile dgx1
+    python -m bench predict --calibrate                      # refit docs/results/predict/calibration.json
+    python -m bench predict --publish docs/results/predict    # calibrate, then the notebook that publishes
+
+Same profiles and ``--set`` keys as ``bench run``; the hardware is a launch profile the model can describe (an
+emulated one, ``emu`` and ``emu-*``, with its link and CPU share; or one with ``pipelines/hardware/model/<id>.yaml``)
+or a described-only id (``eth10g``, ``wan``, ``horovod-p100``). Without ``--profile``, the hardware's own workload:
+the calibrated one on the emulated cluster (profile ``regimes``), the description's ``profile`` elsewhere. S(n) is over the prediction of ``sync`` at one worker
+on the same hardware and profile (the suite's convention where an algorithm has no one-worker run of its own). Each
+line carries the validation error of the algorithm's family (``tables/validation_summary.csv``).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from .. import BenchError
+from ..layout import REPO_ROOT
+from ..resolve import parse_set
+from . import calibrate
+from .query import predict_many
+
+def _ints(text: str, what: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        values = []
+    if not values or any(v < 1 for v in values):
+        raise BenchError(f"--{what} must be integers >= 1, comma-separated; got {text!r}")
+    return values
+
+
+def render(rows: list[dict]) -> str:
+    head = (f"{'algorithm':<10} {'np':>4} {'samples/s':>10} {'S(n)':>7} {'step ms':>8} {'compute':>8} {'comm':>8} "
+            f"{'wait':>7}  {'bound':<8} {'staleness':>9}  validation |error| of its family (median / max, cells)")
+    lines = [head]
+    for r in rows:
+        stale = f"{r['staleness_mean']:.2f}" if r["staleness_mean"] is not None else "-"
+        err = ("not validated" if r["family_cells"] is None else
+               f"{r['family']}: {r['family_median_abs_error']:.3f} / {r['family_max_abs_error']:.3f}, {r['family_cells']}")
+        lines.append(f"{r['algorithm']:<10} {r['np']:>4} {r['throughput']:>10.1f} {r['speedup']:>7.2f} "
+                     f"{1e3 * r['step_s']:>8.2f} {1e3 * r['compute_s']:>8.2f} {1e3 * r['comm_s']:>8.2f} "
+                     f"{1e3 * r['wait_s']:>7.2f}  {r['bound']:<8} {stale:>9}  {err}")
+    return "\n".join(lines)
+
+
+def cmd_predict(args) -> int:
+    if args.calibrate or args.publish:
+        k = calibrate.write()
+        print(f"calibration: {len(k) - 1} constants -> docs/results/predict/calibration.json", file=sys.stderr)
+        if args.publish:
+            from .publish import run_notebook  # lazy: it loads matplotlib and seaborn (bench.plots)
+
+            run_notebook(REPO_ROOT / args.publish if not args.publish.startswith("/") else args.publish)
+        return 0
+    if not args.algorithms or not args.hardware:
+        raise BenchError("give ALGO[,ALGO...] and --hardware HW (or --calibrate, --publish DIR)")
+    algorithms = [a.strip() for a in args.algorithms.split(",") if a.strip()]
+    rows = predict_many(algorithms, _ints(args.np, "np"), args.hardware, args.profile, parse_set(args.set or []))
+    print(json.dumps(rows, indent=2, default=float) if args.json else render(rows))
+    return 0
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("predict", help="predicted throughput, S(n) and time split from the calibrated model")
+    p.add_argument("algorithms", nargs="?", help="registry keys, comma-separated (see `python -m bench list`)")
+    p.add_argument("--np", default="1", help="worker counts, comma-separated (default 1)")
+    p.add_argument("--hardware", help="emulated launch profile (emu, emu-*) or described hardware "
+                   "(pipelines/hardware/model/<id>.yaml)")
+    p.add_argument("--profile", help="training profile from params.yaml (default: its `profile`)")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE", help="a setting or hyperparameter, as bench run")
+    p.add_argument("--json", action="store_true", help="one JSON object per (algorithm, n)")
+    p.add_argument("--calibrate", action="store_true", help="refit the constants (docs/results/predict/calibration.json)")
+    p.add_argument("--publish", metavar="DIR", help="calibrate, then run notebooks/predict.ipynb, which writes DIR")
+    p.set_defaults(func=cmd_predict)

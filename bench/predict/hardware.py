@@ -1,0 +1,188 @@
+"""What the model needs of a machine and a workload: links, latency, topology, compute time a step.
+
+Two kinds of hardware:
+
+- **emulated** (a launch profile with ``emulated_hosts``, e.g. ``emu``): one worker a host, every host inside a CPU
+  quota (``cpu_per_host``) and behind one shaped link (``link``; ``--set link=250mbit`` changes it). Its constants
+  (compute a step, host CPU per byte and per message, latency a hop) are the calibrated ones,
+  ``docs/results/predict/calibration.json`` (:mod:`bench.predict.calibrate`), measured on this machine.
+- **described** (``pipelines/hardware/model/<id>.yaml``): levels of links, innermost first (NVLink inside a node,
+  InfiniBand between nodes, a WAN between regions), each with its allreduce bus bandwidth, latency a hop and workers a
+  group, and the compute time a step of named workloads (``<model>@<batch>``), each value with its source. The
+  resolver's launch profiles know nothing of these files (they live in a folder of their own).
+
+The workload (parameters, tensors, samples) comes from ``pipelines/hardware/model/workloads.yaml``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from .. import BenchError
+from ..cluster import parse_rate
+from ..layout import REPO_ROOT
+
+MODEL_DIR = REPO_ROOT / "pipelines" / "hardware" / "model"
+WORKLOADS = MODEL_DIR / "workloads.yaml"
+CALIBRATION = REPO_ROOT / "docs" / "results" / "predict" / "calibration.json"
+FLOAT_BYTES = 4
+
+
+@dataclass(frozen=True)
+class Level:
+    """Links one level of the topology: workers in groups of ``size`` (None: one group of every worker; ``half``: two)."""
+
+    name: str
+    size: int | str | None
+    bytes_per_s: float
+    latency_s: float
+    source: str = ""
+
+    def group(self, n: int) -> int:
+        if self.size is None:
+            return n
+        if self.size == "half":
+            return max(1, math.ceil(n / 2))
+        return int(self.size)
+
+
+@dataclass(frozen=True)
+class Workload:
+    model: str
+    batch: int
+    params: int
+    tensors: int
+    compute_s: float
+    """One step's forward, backward and update on one worker, at full speed (no quota, no straggler)."""
+    samples: int
+    """Training samples of the dataset (steps an epoch: samples / (n x batch))."""
+    source: str
+
+    @property
+    def nbytes(self) -> int:
+        return self.params * FLOAT_BYTES
+
+
+@dataclass(frozen=True)
+class Hardware:
+    id: str
+    description: str
+    emulated: bool
+    levels: tuple[Level, ...]
+    host_cores: float | None
+    """CPU a worker's host gives the compute and the communication's work (emulated: the quota); None: a GPU computes
+    and the host's CPU is not the bottleneck."""
+    op_overhead_s: float
+    ps_kappa: float
+    compute: dict
+    anchors: dict
+    launch_profile: str
+    profile: str
+    """The training profile a prediction uses when none is given: one whose workload has a compute time here."""
+    sources: dict
+
+
+def load_yaml(path: Path) -> dict:
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as e:
+        raise BenchError(f"{path}: cannot read ({e})") from None
+    if not isinstance(data, dict):
+        raise BenchError(f"{path}: expected a mapping")
+    return data
+
+
+def load_calibration(path: Path = CALIBRATION) -> dict:
+    if not path.is_file():
+        raise BenchError(f"no calibration at {path}; run `python -m bench predict --calibrate` first")
+    return json.loads(path.read_text())
+
+
+def described_ids() -> list[str]:
+    return sorted(p.stem for p in MODEL_DIR.glob("*.yaml") if p.name != WORKLOADS.name)
+
+
+def described(hw_id: str) -> Hardware:
+    """A hardware described in ``pipelines/hardware/model/<hw_id>.yaml``."""
+    path = MODEL_DIR / f"{hw_id}.yaml"
+    d = load_yaml(path)
+    levels = []
+    for i, lv in enumerate(d.get("levels") or []):
+        try:
+            levels.append(Level(str(lv["name"]), lv.get("size"), float(lv["busbw_GBps"]) * 1e9,
+                                float(lv["latency_us"]) * 1e-6, str(lv.get("source", ""))))
+        except (KeyError, TypeError, ValueError) as e:
+            raise BenchError(f"{path}: level {i} needs name, busbw_GBps and latency_us ({e})") from None
+    if not levels:
+        raise BenchError(f"{path}: no levels (links); the model needs at least one")
+    return Hardware(hw_id, str(d.get("description", "")), False, tuple(levels), d.get("host_cores"),
+                    float(d.get("op_overhead_s", 0.0)), float(d.get("ps_kappa", 0.0)), dict(d.get("compute") or {}),
+                    dict(d.get("anchors") or {}), str(d.get("launch_profile", "")), str(d.get("profile", "")),
+                    {k: v for k, v in d.items() if k.endswith("_source")})
+
+
+def emulated(cfg, calibration: dict) -> Hardware:
+    """The emulated cluster of ``cfg.launch``: one shaped link a host (unshaped: no bandwidth limit), its quota."""
+    bits = parse_rate(cfg.launch.link) if cfg.launch.link else None
+    level = Level("link " + (cfg.launch.link or "unshaped"), None,
+                  bits / 8 * calibration["wire_efficiency"] if bits else math.inf, calibration["hop_s"],
+                  "the configured rate x the TCP goodput bench.perf link measured; the latency a hop fitted")
+    return Hardware(cfg.launch.hardware, "emulated cluster on this machine", True, (level,),
+                    cfg.launch.cpu_per_host or 1.0, 0.0, calibration["ps_kappa"],
+                    {calibration["workload"]: {"calibration": True, "source": calibration["compute_source"]}},
+                    {}, cfg.launch.hardware, calibration.get("profile", ""), {})
+
+
+def workload(cfg, hw: Hardware, calibration: dict | None) -> Workload:
+    """The run's model and batch on ``hw``: parameters from workloads.yaml, compute time from the hardware."""
+    table = load_yaml(WORKLOADS)
+    model, batch = cfg.train.model, cfg.train.batch_size
+    key = f"{model}@{batch}"
+    entry = hw.compute.get(key)
+    if entry is None:
+        raise BenchError(f"hardware {hw.id!r} has no compute time for {key} (profile model@batch); known: "
+                         f"{', '.join(sorted(hw.compute)) or '(none)'}")
+    known = table.get("models") or {}
+    if model not in known:
+        raise BenchError(f"the model knows no parameter count for model {model!r}; known: {', '.join(sorted(known))} "
+                         f"({WORKLOADS.relative_to(REPO_ROOT)})")
+    if entry.get("calibration"):
+        if calibration is None or calibration.get("workload") != key:
+            raise BenchError(f"{key} on {hw.id!r} needs the calibration of that workload; calibration.json has "
+                             f"{(calibration or {}).get('workload')!r}")
+        compute = calibration["c_full_s"]
+    elif "samples_per_s" in entry:
+        compute = batch / float(entry["samples_per_s"])
+    else:
+        compute = float(entry["step_s"])
+    datasets = table.get("datasets") or {}
+    if cfg.train.dataset == "synthetic":
+        samples = cfg.train.synthetic_samples
+    else:
+        total = (datasets.get(cfg.train.dataset) or {}).get("samples", 0)
+        samples = int(round(total * (1 - cfg.train.test_fraction)))
+    m = known[model]
+    return Workload(model, batch, int(m["params"]), int(m["tensors"]), compute, samples, str(entry.get("source", "")))
+
+
+def for_config(cfg, calibration: dict | None = None, hw_id: str | None = None) -> tuple[Hardware, Workload]:
+    """The hardware and workload of a resolved run: emulated when its launch settings say so, else the described
+    ``hw_id`` (default: the run's hardware name)."""
+    if cfg.launch.emulated_hosts:
+        if calibration is None:
+            calibration = load_calibration()
+        hw = emulated(cfg, calibration)
+    else:
+        name = hw_id or cfg.launch.hardware
+        if not (MODEL_DIR / f"{name}.yaml").is_file():
+            raise BenchError(f"hardware {name!r} has no model description (pipelines/hardware/model/{name}.yaml); "
+                             f"described: {', '.join(described_ids())}; or an emulated profile (emu, emu-*)")
+        hw = described(name)
+        if any(e.get("calibration") for e in hw.compute.values()) and calibration is None:
+            calibration = load_calibration()
+    return hw, workload(cfg, hw, calibration)

@@ -1,0 +1,83 @@
+"""One prediction query: a run's configuration resolved as ``bench run`` would (not launched), the hardware it is
+modelled on, the model's prediction with S(n) over ``sync`` at one worker, and the validation error of the
+algorithm's family (``tables/validation_summary.csv``)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from .. import BenchError
+from ..algorithms import get_algorithm
+from ..config import LaunchConfig, TrainConfig
+from ..layout import REPO_ROOT
+from ..resolve import hardware_profiles, load_hardware, resolve
+from ..typed import field_types
+from . import hardware
+from .model import Model
+
+SUMMARY = "docs/results/predict/tables/validation_summary.csv"
+
+
+def resolve_run(algorithm: str, np: int, hw_id: str, profile: str | None, overrides: dict):
+    """The run's configuration (merged and typed as ``bench run`` would, not launched) and the hardware it models."""
+    launch_ids = hardware_profiles()
+    described = hardware.described_ids()
+    if hw_id in launch_ids and load_hardware(hw_id).get("emulated_hosts"):
+        launch_id, default = hw_id, hardware.load_calibration().get("profile")
+    elif hw_id in described:
+        hw = hardware.described(hw_id)
+        launch_id, default = (hw.launch_profile or None), (hw.profile or None)
+    elif hw_id in launch_ids:
+        raise BenchError(f"hardware {hw_id!r} has no model description (pipelines/hardware/model/{hw_id}.yaml); "
+                         f"valid: {', '.join(valid_hardware())}")
+    else:
+        raise BenchError(f"unknown hardware {hw_id!r}; valid: {', '.join(valid_hardware())}")
+    cfg = resolve(algorithm, np=np, profile=profile or default, hardware=launch_id, overrides=overrides, check=False)
+    cfg.train.validate()
+    cfg.launch.validate()
+    get_algorithm(algorithm).validate(cfg.params, cfg)
+    return cfg, hw_id
+
+
+def valid_hardware() -> list[str]:
+    emulated = [h for h in hardware_profiles() if load_hardware(h).get("emulated_hosts")]
+    return sorted(set(emulated) | set(hardware.described_ids()))
+
+
+def family_errors() -> dict:
+    path = REPO_ROOT / SUMMARY
+    if not path.is_file():
+        return {}
+    df = pd.read_csv(path)
+    return {r["family"]: r for _, r in df.iterrows()}
+
+
+def predict_many(algorithms: list[str], nps: list[int], hw_id: str, profile: str | None, overrides: dict,
+                 calibration: dict | None = None) -> list[dict]:
+    """One row per (algorithm, n): the prediction, S(n) over sync at one worker, the family's validation error."""
+    rows, base = [], None
+    errors = family_errors()
+    for algorithm in algorithms:
+        get_algorithm(algorithm)
+        for n in nps:
+            cfg, hw_id = resolve_run(algorithm, n, hw_id, profile, overrides)
+            if calibration is None and cfg.launch.emulated_hosts:
+                calibration = hardware.load_calibration()
+            hw, wl = hardware.for_config(cfg, calibration, hw_id)
+            if calibration is None and any(e.get("calibration") for e in hw.compute.values()):
+                calibration = hardware.load_calibration()
+            model = Model(calibration or hardware.load_calibration())
+            if base is None:  # sync at one worker, with the run settings (not the algorithm's hyperparameters)
+                run_keys = set(field_types(TrainConfig)) | set(field_types(LaunchConfig))
+                one, _ = resolve_run("sync", 1, hw_id, profile, {k: v for k, v in overrides.items()
+                                                                 if k in run_keys or k.startswith("horovod.")})
+                base = model.predict(one, *hardware.for_config(one, calibration, hw_id)).throughput
+            p = model.predict(cfg, hw, wl).as_dict()
+            fam = get_algorithm(algorithm).family
+            e = errors.get(fam)
+            p.update({"speedup": p["throughput"] / base, "family": fam,
+                      "family_median_abs_error": None if e is None else float(e["median_abs_error"]),
+                      "family_max_abs_error": None if e is None else float(e["max_abs_error"]),
+                      "family_cells": None if e is None else int(e["cells"])})
+            rows.append(p)
+    return rows

@@ -1,0 +1,136 @@
+"""Hosts with a CPU quota, and methods whose workers wait for one another, played step by step.
+
+:class:`CfsHost` is a host's CPU as the kernel's CFS bandwidth control gives it to an emulated host (cgroup
+``cpu.cfs_quota_us`` / ``cpu.cfs_period_us``): work runs at full speed until the host has used ``share`` x
+``period_s`` of the period, then waits for the next period; each host's periods start at a random phase. A burst of
+work longer than a period's budget is throttled even on a host idle on average, and a collective waits for the host
+that is throttled: neither shows in an average CPU rate. Without a quota (``share`` None) work runs at once.
+
+:func:`simulate_collective` plays n workers through ``steps`` steps: each computes on its host, then every operation
+due at that step runs: a blocking one (an allreduce, a gossip round whose in-peers' messages it waits for, a
+broadcast) starts when the last worker arrives, costs each host its CPU and lasts at least its time on the wire; a
+non-blocking one (``behind``: delayed allreduce, LASGD's averaging, overlapped gossip) costs its CPU at launch and is
+waited for ``every`` (or ``lag``) steps later. Collectives go through one at a time (Horovod's background thread and
+the link): one starts when the one before it is through. The workers' mean step over the steps after a warm-up is their pace.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+
+
+class CfsHost:
+    """A host whose work is limited to ``share`` of a core per period (None: unlimited). Several activities (a rank's
+    main thread and its service thread) may draw on the same budget: each period's use is kept."""
+
+    def __init__(self, share: float | None, period_s: float, phase: float = 0.0):
+        self.share, self.period, self.phase = share, period_s, phase
+        self._used: dict[int, float] = {}
+
+    def run(self, t: float, work: float) -> float:
+        """Start ``work`` seconds of CPU at ``t``; the time it ends."""
+        if not self.share or work <= 0:
+            return t + max(work, 0.0)
+        budget = self.share * self.period
+        while work > 1e-12:
+            k = math.floor((t - self.phase) / self.period + 1e-9)  # a time on a boundary opens the next period
+            end = self.phase + (k + 1) * self.period
+            avail = budget - self._used.get(k, 0.0)
+            if avail <= 1e-12:
+                t = end
+                continue
+            dt = min(work, avail, end - t)
+            t, work = t + dt, work - dt
+            self._used[k] = self._used.get(k, 0.0) + dt
+        return t
+
+
+def all_active(times: list[list[float]], warm: int) -> tuple[float, float]:
+    """The all-active window of event times per worker: from the last worker's ``warm``-th to the first's last."""
+    return max(t[min(warm, len(t) - 1)] for t in times), min(t[-1] for t in times)
+
+
+@dataclass(frozen=True)
+class Op:
+    """One operation every ``every`` steps: ``comm_s`` on the wire (and hops), ``cpu_s`` on each host."""
+
+    every: int
+    comm_s: float
+    cpu_s: float
+    behind: bool = False
+    lag: int = 0
+    """A ``behind`` operation is waited for this many steps after it starts (0: ``every``)."""
+
+
+@dataclass(frozen=True)
+class Client:
+    """One worker: ``steps`` local steps a window (a parameter server's clients), each ``step_cpu_s`` of CPU on a host
+    of ``share``."""
+
+    steps: int
+    step_cpu_s: float
+    share: float | None
+    sleep_s: float = 0.0
+    """Wall seconds a step sleeps (a straggler's injected delay, ``slow_mode: sleep``)."""
+    jitter_s: float = 0.0
+    """Mean of the exponential pause after every step (``step_jitter_s``)."""
+
+
+@dataclass
+class Pace:
+    step_s: list[float]
+    compute_s: list[float]
+    comm_s: list[float]
+    wait_s: list[float]
+
+
+def simulate_collective(workers: list[Client], ops: list[Op], period_s: float, steps: int | None = None,
+                        seed: int = 0) -> Pace:
+    """See the module docstring."""
+    rng = random.Random(seed)
+    n = len(workers)
+    hosts = [CfsHost(w.share, period_s, rng.uniform(0, period_s)) for w in workers]
+    longest = max([max(o.every, o.lag) for o in ops] + [1])
+    noisy = any(w.share for w in workers) or any(w.jitter_s for w in workers)
+    steps = steps or (max(300, 30 * longest) if noisy else max(40, 8 * longest))
+    warm = steps // 5 if noisy else steps // 2
+    t = [0.0] * n
+    compute, wait = [0.0] * n, [0.0] * n
+    pending: list[tuple[int, float]] = []
+    channel = 0.0  # when the collectives started so far are through
+    mark = None
+    for step in range(1, steps + 1):
+        if step == warm + 1:
+            mark = (list(t), list(compute), list(wait))
+        for i, w in enumerate(workers):
+            start = t[i]
+            t[i] = hosts[i].run(t[i], w.step_cpu_s) + w.sleep_s + (rng.expovariate(1 / w.jitter_s) if w.jitter_s else 0.0)
+            compute[i] += t[i] - start
+        due = [done for at, done in pending if at == step]
+        pending = [(at, done) for at, done in pending if at != step]
+        for done in due:
+            for i in range(n):
+                if done > t[i]:
+                    wait[i] += done - t[i]
+                    t[i] = done
+        for op in ops:
+            if step % op.every:
+                continue
+            if op.behind:
+                launched = [hosts[i].run(t[i], op.cpu_s) for i in range(n)]
+                t = launched
+                channel = max(max(launched), channel) + op.comm_s  # one collective at a time (Horovod's thread, the link)
+                pending.append((step + (op.lag or op.every), channel))
+                continue
+            arrive = max(t)
+            end = max([max(arrive, channel) + op.comm_s] + [hosts[i].run(arrive, op.cpu_s) for i in range(n)])
+            channel = end
+            t = [end] * n
+    t0, c0, w0 = mark
+    count = steps - warm
+    step_s = [(t[i] - t0[i]) / count for i in range(n)]
+    comp = [(compute[i] - c0[i]) / count for i in range(n)]
+    waited = [(wait[i] - w0[i]) / count for i in range(n)]
+    return Pace(step_s, comp, [max(0.0, s - c - w) for s, c, w in zip(step_s, comp, waited)], waited)

@@ -1,0 +1,64 @@
+"""Every measured cell of the published studies predicted without refitting, against what was measured.
+
+The cells the calibration used (:data:`bench.predict.calibrate.CALIBRATION_CELLS`) are left out; a cell of another
+study with the same configuration as one of them (``regimes-quota``'s sync at 2 workers unshaped, a re-measurement of
+the calibration's) stays in, flagged ``same_config_as_calibration``, and the summary is given with and without them.
+``error`` is predicted / measured - 1 on throughput (samples a second, all workers).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from ..algorithms import get_algorithm
+from . import hardware
+from .calibrate import calibration_keys
+from .cells import Cell, all_cells
+from .model import Model
+
+COLUMNS = ["study", "cell", "algorithm", "family", "np", "link", "straggler", "repeats", "measured", "predicted",
+           "error", "bound", "measured_step_ms", "predicted_step_ms", "measured_comm_ms", "predicted_comm_ms",
+           "measured_staleness", "predicted_staleness", "same_config_as_calibration"]
+
+
+def _signature(cell: Cell) -> tuple:
+    c = cell.cfg
+    return (c.algorithm, c.launch.np, c.launch.link, c.launch.cpu_per_host, c.train.slow_factor, c.train.step_jitter_s,
+            repr(c.params))
+
+
+def table(calibration: dict | None = None, cells: list[Cell] | None = None) -> pd.DataFrame:
+    calibration = calibration or hardware.load_calibration()
+    cells = cells if cells is not None else all_cells()
+    held = calibration_keys()
+    model = Model(calibration)
+    used = {_signature(c) for c in cells if (c.study, c.algorithm, c.np, c.point) in held}
+    rows = []
+    for cell in cells:
+        if (cell.study, cell.algorithm, cell.np, cell.point) in held:
+            continue
+        hw, wl = hardware.for_config(cell.cfg, calibration)
+        p = model.predict(cell.cfg, hw, wl)
+        measured_step = cell.np * wl.batch / cell.throughput
+        rows.append({"study": cell.study, "cell": cell.key, "algorithm": cell.algorithm,
+                     "family": get_algorithm(cell.algorithm).family, "np": cell.np, "link": cell.link,
+                     "straggler": cell.straggler, "repeats": cell.repeats, "measured": cell.throughput,
+                     "predicted": p.throughput, "error": p.throughput / cell.throughput - 1, "bound": p.bound,
+                     "measured_step_ms": 1e3 * measured_step, "predicted_step_ms": 1e3 * p.step_s,
+                     "measured_comm_ms": 1e3 * (cell.comm_s + cell.wait_s), "predicted_comm_ms": 1e3 * (p.comm_s + p.wait_s),
+                     "measured_staleness": cell.staleness, "predicted_staleness": p.staleness_mean,
+                     "same_config_as_calibration": _signature(cell) in used})
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def summary(df: pd.DataFrame, by: str = "family") -> pd.DataFrame:
+    """Per group: cells, median and maximum |error|, and how many are within 10 % and 25 %."""
+    def agg(g: pd.DataFrame) -> pd.Series:
+        a = g["error"].abs()
+        return pd.Series({"cells": len(g), "median_abs_error": a.median(), "max_abs_error": a.max(),
+                          "within_10pct": int((a <= 0.10).sum()), "within_25pct": int((a <= 0.25).sum())})
+    groups = [(name, agg(g)) for name, g in df.groupby(by, sort=True)]
+    groups.append(("all", agg(df)))
+    out = pd.DataFrame([s for _, s in groups], index=[n for n, _ in groups])
+    out.index.name = by
+    return out.reset_index()

@@ -1,0 +1,186 @@
+"""The performance model (bench/predict): its terms on known cases, the parameter server's serialisation, the CFS
+quota, the pattern table's coverage of the registry, the published validation table, and the CLI."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pandas as pd
+import pytest
+
+from bench.algorithms import KEYS
+from bench.predict import hardware
+from bench.predict.calibrate import calibration_keys
+from bench.predict.cells import STUDIES
+from bench.predict.hardware import Hardware, Level
+from bench.predict.model import Model, p2p_cost, ring_cost
+from bench.predict.patterns import PATTERNS
+from bench.predict.queue import Visit, simulate_server
+from bench.predict.sim import CfsHost, Client, Op, simulate_collective
+from bench.resolve import resolve
+from conftest import REPO, bench_cli
+
+RESULTS = REPO / "docs" / "results" / "predict"
+MB = 1e6
+
+
+def flat(bytes_per_s: float, latency_s: float) -> Hardware:
+    return Hardware("test", "", False, (Level("link", None, bytes_per_s, latency_s),), None, 0.0, 0.0, {}, {}, "", "", {})
+
+
+def nodes(per_node: int, intra: float, inter: float) -> Hardware:
+    return Hardware("test", "", False, (Level("nvlink", per_node, intra, 1e-6), Level("ib", None, inter, 5e-6)), None,
+                    0.0, 0.0, {}, {}, "", "", {})
+
+
+def test_every_registered_algorithm_has_a_pattern():
+    assert set(PATTERNS) == set(KEYS)
+    wl = hardware.Workload("lenet", 32, 107786, 10, 0.004, 4000, "")
+    for key in KEYS:
+        cfg = resolve(key, np=4, profile="regimes", hardware="emu", check=False)
+        pat = PATTERNS[key](cfg, wl)
+        assert pat.exchanges, key
+        assert pat.family == cfg_family(key)
+
+
+def cfg_family(key: str) -> str:
+    from bench.algorithms import get_algorithm
+
+    return get_algorithm(key).family
+
+
+@pytest.mark.parametrize("n", [2, 4, 8, 64])
+def test_ring_allreduce_sends_2_n_minus_1_over_n_of_the_model_in_2_n_minus_1_hops(n):
+    wire, lat = ring_cost(flat(100 * MB, 1e-3), n, 10 * MB)
+    assert wire == pytest.approx(2 * (n - 1) / n * 10 * MB / (100 * MB))
+    assert lat == pytest.approx(2 * (n - 1) * 1e-3)
+    assert ring_cost(flat(100 * MB, 1e-3), 1, 10 * MB) == (0.0, 0.0)
+
+
+def test_ring_over_nodes_is_paced_by_the_slower_link_once_it_leaves_the_node():
+    hw = nodes(8, 100e9, 10e9)
+    inside, _ = ring_cost(hw, 8, 1e9)
+    across, lat = ring_cost(hw, 16, 1e9)
+    assert inside == pytest.approx(2 * 7 / 8 * 1e9 / 100e9)
+    assert across == pytest.approx(2 * 15 / 16 * 1e9 / 10e9)
+    assert lat == pytest.approx(2 * 15 * 5e-6)
+
+
+def test_gossip_round_crossing_a_node_carries_min_group_distance_messages():
+    hw = nodes(8, 100e9, 10e9)
+    near, _ = p2p_cost(hw, 16, 1e9, distance=1, peers=1)
+    far, _ = p2p_cost(hw, 16, 1e9, distance=8, peers=1)
+    assert near == pytest.approx(max(1e9 / 100e9, 1 * 1e9 / 10e9))
+    assert far == pytest.approx(8 * 1e9 / 10e9)
+
+
+@pytest.mark.parametrize("kappa", [0.0, 0.5, 1.0])
+def test_parameter_server_link_serialises_every_workers_push_and_kappa_of_its_pull(kappa):
+    n, nbytes, bw = 4, 1e6, 1e8
+    clients = [Client(1, 0.0, None) for _ in range(n)]
+    res = simulate_server(clients, [Visit(nbytes, nbytes, 0.0, 0.0)], bw, kappa, 0.0, None, 0.1, windows=200)
+    per_visit = (1 + kappa) * nbytes / bw
+    assert sum(1 / s for s in res.step_s) == pytest.approx(1 / per_visit, rel=0.02)
+    assert res.server_busy > 0.95
+    # a saturated FIFO server turns equal workers into a round robin: every commit n - 1 stale
+    assert res.staleness.most_common(1)[0][0] == n - 1
+    assert res.mean_staleness == pytest.approx(n - 1, abs=0.05)
+
+
+def test_parameter_server_with_idle_server_lets_workers_run_at_their_own_pace():
+    clients = [Client(4, 0.01, None) for _ in range(3)]
+    res = simulate_server(clients, [Visit(1e3, 1e3, 0.0, 0.0)], 1e9, 0.0, 0.0, None, 0.1)
+    assert all(s == pytest.approx(0.01, rel=0.01) for s in res.step_s)
+
+
+def test_cfs_host_throttles_a_burst_longer_than_its_budget():
+    host = CfsHost(0.5, 0.1, phase=0.0)
+    assert host.run(0.0, 0.08) == pytest.approx(0.13)  # 50 ms in the first period, the rest after it
+    assert CfsHost(None, 0.1).run(1.0, 0.08) == pytest.approx(1.08)
+
+
+def test_collective_waits_for_the_slowest_worker():
+    fast, slow = Client(1, 0.01, None), Client(1, 0.03, None)
+    res = simulate_collective([fast, slow, fast], [Op(1, 0.005, 0.0)], 0.1)
+    assert max(res.step_s) == pytest.approx(0.035)
+    assert res.step_s[0] == pytest.approx(res.step_s[1])
+
+
+def test_behind_overlap_hides_communication_shorter_than_the_compute():
+    hidden = simulate_collective([Client(1, 0.01, None)] * 2, [Op(1, 0.008, 0.0, behind=True)], 0.1)
+    exposed = simulate_collective([Client(1, 0.01, None)] * 2, [Op(1, 0.008, 0.0)], 0.1)
+    assert max(hidden.step_s) == pytest.approx(0.01)
+    assert max(exposed.step_s) == pytest.approx(0.018)
+
+
+def test_reductions_in_flight_go_through_one_at_a_time():
+    # delayed allreduce with d = 3: three reductions in flight, but the link carries one at a time
+    res = simulate_collective([Client(1, 0.01, None)] * 2, [Op(1, 0.03, 0.0, behind=True, lag=3)], 0.1)
+    assert max(res.step_s) == pytest.approx(0.03)
+
+
+def test_one_emulated_worker_runs_at_the_calibration_runs_mean_step():
+    cal = hardware.load_calibration()
+    cfg = resolve("sync", np=1, profile="regimes", hardware="emu", check=False)
+    p = Model(cal).predict(cfg, *hardware.for_config(cfg, cal))
+    study = json.loads((REPO / "docs/results/regimes/calibration.json").read_text())
+    assert p.step_s == pytest.approx(study["compute_s_per_step"], rel=0.03)
+
+
+def test_published_validation_covers_the_studies_without_the_calibration_cells():
+    df = pd.read_csv(RESULTS / "tables" / "validation.csv")
+    assert {"study", "cell", "algorithm", "np", "link", "measured", "predicted", "error"} <= set(df.columns)
+    assert len(df) >= 100
+    named = df[df["study"].isin(STUDIES[:4])]
+    assert len(named) >= 100
+    assert (df["error"] - (df["predicted"] / df["measured"] - 1)).abs().max() < 1e-9
+    from bench.layout import run_name
+
+    held = {(s, run_name(a, n, p)) for s, a, n, p in calibration_keys()}
+    assert not held & set(zip(df["study"], df["cell"]))
+
+
+def test_published_predictions_are_what_the_model_predicts_now():
+    from bench.predict.cells import study_cells
+
+    df = pd.read_csv(RESULTS / "tables" / "validation.csv").set_index(["study", "cell"])
+    cal = hardware.load_calibration()
+    model = Model(cal)
+    for cell in study_cells("regimes-quota"):
+        p = model.predict(cell.cfg, *hardware.for_config(cell.cfg, cal))
+        assert p.throughput == pytest.approx(df.loc[(cell.study, cell.key), "predicted"], rel=1e-6)
+
+
+def test_horovod_anchor_is_published_with_its_error_and_vgg_scales_worst():
+    df = pd.read_csv(RESULTS / "tables" / "anchors.csv")
+    hv = df[df["hardware"] == "horovod-p100"].set_index("workload")
+    assert set(hv.index) == {"inception3@64", "resnet101@64", "vgg16@64"}
+    assert hv.loc["vgg16@64", "predicted_efficiency"] < hv.loc["inception3@64", "predicted_efficiency"]
+    assert ((hv["predicted_efficiency"] / hv["published_efficiency"] - 1) - hv["error"]).abs().max() < 1e-9
+
+
+def test_cli_json_gives_one_throughput_per_algorithm():
+    proc = bench_cli("predict", "sync,sgp,downpour,diloco", "--np", "4", "--hardware", "emu", "--set", "link=250mbit",
+                     "--json")
+    assert proc.returncode == 0, proc.stderr
+    rows = json.loads(proc.stdout)
+    assert [r["algorithm"] for r in rows] == ["sync", "sgp", "downpour", "diloco"]
+    assert all(r["throughput"] > 0 and math.isfinite(r["speedup"]) for r in rows)
+    assert rows[2]["staleness_mean"] == pytest.approx(3, abs=0.2)  # four workers: n - 1
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["nosuch", "--np", "4", "--hardware", "emu"], "unknown algorithm 'nosuch'"),
+    (["sync", "--np", "4", "--hardware", "nosuch"], "unknown hardware 'nosuch'; valid:"),
+    (["sync", "--np", "0", "--hardware", "emu"], "--np must be integers >= 1"),
+    (["sync", "--np", "4", "--hardware", "local"], "has no model description"),
+    (["sync", "--np", "4", "--hardware", "emu", "--profile", "laptop"], "no compute time for mlp@32"),
+    (["sync", "--np", "4", "--hardware", "emu", "--set", "nosuch=1"], "unknown --set key 'nosuch'"),
+])
+def test_cli_bad_input_is_one_line_and_exit_2(args, fragment, capsys):
+    from bench.__main__ import main
+
+    assert main(["predict", *args]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and err.startswith("error: ") and fragment in err
