@@ -142,8 +142,7 @@ class FAST(Algorithm):
             losses = self.comm.allgather_object(self.selection_loss(), name="fast.losses")  # comm: allgather every worker's selection loss
             best = min(range(len(losses)), key=lambda r: (losses[r], r))
             self.comm.broadcast_parameters(self.model.state_dict(), root=best)  # comm: broadcast the best worker's parameters to every worker
-            if self.optimizer.state_dict()["state"]:  # (Horovod would take a zero-gradient step to fill an empty state)
-                self.comm.broadcast_optimizer_state(self.optimizer, root=best)  # comm: broadcast the best worker's momentum / Adam moments to every worker
+            self.comm.broadcast_optimizer_state(self.optimizer, root=best)  # comm: broadcast the best worker's momentum / Adam moments to every worker
         self.winners.append(best)
         self.synced_at = self.t
         return self.param_bytes() if self.comm.rank == best else 0

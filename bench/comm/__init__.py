@@ -127,13 +127,19 @@ class Comm:
         self.hvd.broadcast_parameters(state_dict, root_rank=root)  # comm: broadcast rank root's tensors to every rank
 
     def broadcast_optimizer_state(self, optimizer, root: int = 0) -> None:
-        self.hvd.broadcast_optimizer_state(optimizer, root_rank=root)  # comm: broadcast rank root's optimizer state to every rank
+        """Rank ``root``'s optimizer state on every rank. An optimizer that has not stepped yet has no state to send
+        (its hyperparameters are equal by construction), and Horovod would fill an empty state by taking a step with
+        zero gradients, which advances Adam's step count (its first real update then has a bias correction of two
+        steps: 0.74 x lr at betas (0.9, 0.999)): so nothing is sent then. Every rank of a job decides alike, since
+        they all construct the optimizer and step it the same number of times before a broadcast."""
+        if optimizer.state_dict()["state"]:
+            self.hvd.broadcast_optimizer_state(optimizer, root_rank=root)  # comm: broadcast rank root's optimizer state to every rank
 
     def broadcast_state(self, model, optimizer=None, root: int = 0) -> None:
         """A common start: rank ``root``'s parameters and buffers (and optimizer state) on every rank."""
         self.hvd.broadcast_parameters(model.state_dict(), root_rank=root)  # comm: broadcast rank root's parameters and buffers to every rank
         if optimizer is not None:
-            self.hvd.broadcast_optimizer_state(optimizer, root_rank=root)  # comm: broadcast rank root's optimizer state to every rank
+            self.broadcast_optimizer_state(optimizer, root)
 
     def broadcast_object(self, obj, root: int = 0, name: str = "bench.object"):
         """Broadcast a picklable object (control data only, never training tensors).
