@@ -19,7 +19,7 @@ from .metrics.selection import FAMILIES, family, frame_grid_points, frame_points
 sns.set_theme(style="whitegrid", context="notebook")
 
 
-def _empty(title: str, what: str = "no data") -> plt.Figure:
+def empty(title: str, what: str = "no data") -> plt.Figure:
     fig, ax = plt.subplots(figsize=(6, 3))
     ax.text(0.5, 0.5, what, ha="center", va="center", fontsize=14, color="0.4", transform=ax.transAxes)
     ax.set_axis_off()
@@ -58,7 +58,7 @@ def curves(evals: pd.DataFrame, x: str = "t", title: str = "held-out evaluation"
     algorithm family, one colour per configuration (algorithm, workers, grid point), one thin line per repeat.
     ``target``: the study's target accuracy, drawn as a dashed line."""
     if evals.empty:
-        return _empty(title)
+        return empty(title)
     df, fams, palette = _by_family(evals.sort_values(x))
     fig, axes = plt.subplots(2, len(fams), figsize=(4.6 * len(fams) + 1.5, 7.5), squeeze=False, sharex=True,
                              sharey="row")
@@ -83,7 +83,7 @@ def curves(evals: pd.DataFrame, x: str = "t", title: str = "held-out evaluation"
 def training_curves(steps: pd.DataFrame, title: str = "workers' mini-batch accuracy") -> plt.Figure:
     """Workers' own mini-batch accuracy and loss against wall-clock seconds, one line per rank."""
     if steps.empty:
-        return _empty(title)
+        return empty(title)
     df = steps.assign(rank=steps["rank"].astype(str))
     fig, axes = plt.subplots(1, 2, figsize=(12, 4))
     for ax, y in zip(axes, ("accuracy", "loss")):
@@ -140,7 +140,7 @@ def scaling(summary: pd.DataFrame, runs: pd.DataFrame | None = None,
     is the median over the repeats with the 95 % bootstrap interval of the median (none with fewer than 3 repeats); a
     run alone draws its own throughput interval, from speedup.csv (``runs``: :func:`_own_intervals`)."""
     if summary.empty:
-        return _empty(title)
+        return empty(title)
     vs = sorted(m for m in set(summary["metric"]) if m.startswith("vs_"))
     per = _own_intervals(_cells(summary, ["throughput", "speedup", *vs]), runs)
     if (per["repeats"] > 1).any():
@@ -183,7 +183,7 @@ def speedup_over_n(summary: pd.DataFrame, title: str = "speedup over n: S(n) = t
     ``sync``'s (``speedup_over`` in speedup.csv)."""
     per = _cells(summary, ["speedup"]).dropna(subset=["speedup"]) if not summary.empty else summary
     if per.empty:
-        return _empty(title, "no algorithm has an np=1 run to divide by")
+        return empty(title, "no algorithm has an np=1 run to divide by")
     per["family"] = [family(a) for a in per["algorithm"]]
     points, fams, ns = sorted(per["label"].unique()), _families(per["family"]), sorted(per["np"].unique())
     fig, axes = plt.subplots(len(points), len(fams), figsize=(4.2 * len(fams) + 1, 3.8 * len(points)), squeeze=False,
@@ -222,7 +222,7 @@ def efficiency(summary: pd.DataFrame, title: str = "scaling efficiency S(n)/n") 
     ``summary``), one panel per grid point."""
     per = _cells(summary, ["efficiency"]).dropna(subset=["efficiency"]) if not summary.empty else summary
     if per.empty:
-        return _empty(title, "no algorithm has an np=1 run")
+        return empty(title, "no algorithm has an np=1 run")
     points = sorted(per["label"].unique())
     fig, axes = plt.subplots(len(points), 1, figsize=(max(6, 0.6 * per["algorithm"].nunique() + 3), 4 * len(points)),
                              squeeze=False)
@@ -238,7 +238,7 @@ def efficiency(summary: pd.DataFrame, title: str = "scaling efficiency S(n)/n") 
 def time_split(split: pd.DataFrame, title: str = "time per step: compute / communication / wait") -> plt.Figure:
     """Stacked bars of mean seconds per step, one bar per configuration (the median over its repeats)."""
     if split.empty:
-        return _empty(title)
+        return empty(title)
     parts = ["compute_s", "comm_s", "wait_s"]
     df = split.assign(run=frame_points(split)).groupby("run", sort=False)[parts].median() * 1e3
     if "repeat" in split and split["repeat"].nunique() > 1:
@@ -257,7 +257,7 @@ def time_split(split: pd.DataFrame, title: str = "time per step: compute / commu
 def staleness(stale: pd.DataFrame, title: str = "staleness per commit") -> plt.Figure:
     """Histogram of tau per configuration, its repeats pooled (asynchronous algorithms)."""
     if stale.empty:
-        return _empty(title, "no run records staleness (no asynchronous algorithm ran)")
+        return empty(title, "no run records staleness (no asynchronous algorithm ran)")
     df = stale.assign(run=frame_points(stale))
     runs = sorted(df["run"].unique())
     cols = min(4, len(runs))
@@ -279,9 +279,9 @@ def staleness(stale: pd.DataFrame, title: str = "staleness per commit") -> plt.F
 def te_heatmap(matrix: pd.DataFrame, title: str = "temporal efficiency E(row, column)") -> plt.Figure:
     """Heatmap of a :func:`bench.metrics.te_matrix` (centred at 1: red, row better; blue, column better)."""
     if matrix.empty:
-        return _empty(title)
+        return empty(title)
     if matrix.isna().all().all():
-        return _empty(title, "undefined for every pair: runs shorter than the window\n(pass a smaller window / stride)")
+        return empty(title, "undefined for every pair: runs shorter than the window\n(pass a smaller window / stride)")
     n = len(matrix)
     fig, ax = plt.subplots(figsize=(max(5, 0.7 * n + 3), max(4, 0.6 * n + 2)))
     sns.heatmap(matrix.astype(float), annot=n <= 20, fmt=".2f", cmap="RdBu_r", center=1.0, ax=ax,
@@ -295,9 +295,9 @@ def te_grid(grid: pd.DataFrame, param: str, title: str) -> plt.Figure:
     """Heatmap of E(a, b) over workers n (rows) and ``param`` (columns) from :func:`bench.metrics.te_grid`: the median
     over the paired repeats, with its 95 % interval beneath where it has one."""
     if grid.empty:
-        return _empty(title, "no configuration ran for both algorithms")
+        return empty(title, "no configuration ran for both algorithms")
     if grid["E"].isna().all():
-        return _empty(title, "undefined for every configuration: runs shorter than the window")
+        return empty(title, "undefined for every configuration: runs shorter than the window")
     labelled = grid.assign(**{param: grid[param].astype(object).where(grid[param].notna(), "n/a")},
                            workers=grid["hardware"] + " np" + grid["np"].astype(str))
     pivot = labelled.pivot_table(index="workers", columns=param, values="E", dropna=False)
@@ -321,7 +321,7 @@ def te_grid(grid: pd.DataFrame, param: str, title: str) -> plt.Figure:
 def hardware(table: pd.DataFrame, y: str = "throughput", title: str = "throughput across hardware") -> plt.Figure:
     """Bars of ``y`` per algorithm and workers, one panel per hardware profile (the median over a study's repeats)."""
     if table.empty:
-        return _empty(title)
+        return empty(title)
     df = table.sort_values(["hardware", "algorithm", "np"]).assign(workers="np" + table["np"].astype(str))
     g = sns.catplot(data=df, x="algorithm", y=y, hue="workers", col="hardware", kind="bar", height=4, aspect=1.4,
                     sharey=False, hue_order=[f"np{n}" for n in sorted(table["np"].unique())], estimator="median",
@@ -342,7 +342,7 @@ def regimes_heatmap(cells: pd.DataFrame, regimes: list[str], value: str = "speed
     import numpy as np
 
     if cells.empty or cells[value].isna().all():
-        return _empty(title)
+        return empty(title)
     pivot = cells.pivot_table(index="algorithm", columns="regime", values=value, aggfunc="median").reindex(columns=regimes)
     pivot = pivot.loc[np.log2(pivot).mean(axis=1).sort_values(ascending=False).index]
     starred = set()
@@ -379,7 +379,7 @@ def throughput_vs_link(summary: pd.DataFrame, links: list[str], title: str = "th
     df = summary[(summary["straggler"] == "none") & (summary["metric"] == "throughput")].dropna(subset=["median"]) \
         if not summary.empty else summary
     if df.empty:
-        return _empty(title)
+        return empty(title)
     order = [lk for lk in links if lk in set(df["link"])] + sorted(set(df["link"]) - set(links))
     df = df.assign(x=df["link"].map({lk: i for i, lk in enumerate(order)}), family=[family(a) for a in df["algorithm"]],
                    series=_series(df)).sort_values("x")
@@ -416,7 +416,7 @@ def time_to_target(cells: pd.DataFrame, target: float, title: str | None = None)
     title = title or f"time to {target:g} held-out accuracy, without and with a straggler (open triangle: censored)"
     df = cells.dropna(subset=["time_to_target_s"]) if not cells.empty else cells
     if df.empty:
-        return _empty(title, f"no run to show for {target:g}")
+        return empty(title, f"no run to show for {target:g}")
     censored = df["censored"].fillna(False).astype(bool) if "censored" in df else pd.Series(False, index=df.index)
     df = df.assign(reached=["censored (> training time)" if c else "reached" for c in censored])
     order = sorted(df["algorithm"].unique())  # the same x positions in every panel (inner panels have no labels)
@@ -432,30 +432,4 @@ def time_to_target(cells: pd.DataFrame, target: float, title: str | None = None)
     g.set_ylabels("seconds")
     g.set_xticklabels(rotation=60)
     g.figure.suptitle(title, y=1.03)
-    return g.figure
-
-
-def predicted_vs_measured(df: pd.DataFrame, title: str = "model against measurement (samples/s)") -> plt.Figure:
-    """``measured`` against ``predicted`` per cell (log axes), coloured by ``family``; the ±10 % and ±25 % bands."""
-    if df.empty:
-        return _empty(title)
-    fig, ax = plt.subplots(figsize=(6.5, 6))
-    sns.scatterplot(data=df, x="measured", y="predicted", hue="family", style="family", ax=ax, s=36)
-    lo, hi = df[["measured", "predicted"]].min().min() * 0.8, df[["measured", "predicted"]].max().max() * 1.25
-    for f, ls in ((1.0, "-"), (1.1, "--"), (0.9, "--"), (1.25, ":"), (0.75, ":")):
-        ax.plot([lo, hi], [lo * f, hi * f], ls, color="0.5", lw=0.8)
-    ax.set(xscale="log", yscale="log", xlim=(lo, hi), ylim=(lo, hi), title=title)
-    return fig
-
-
-def forecast_speedup(df: pd.DataFrame, title: str = "forecast S(n) over sync at one worker") -> plt.Figure:
-    """S(n) (``speedup``) against ``np`` per ``algorithm``, one panel per ``hardware``, the ideal S(n) = n dotted."""
-    if df.empty:
-        return _empty(title)
-    g = sns.relplot(data=df, x="np", y="speedup", hue="algorithm", style="family", col="hardware", col_wrap=2,
-                    kind="line", markers=True, height=3.6, facet_kws={"sharey": False})
-    for ax in g.axes.flat:
-        ax.plot(sorted(df["np"].unique()), sorted(df["np"].unique()), ":", color="0.4")
-        ax.set(xscale="log", yscale="log")
-    g.figure.suptitle(title, y=1.02)
     return g.figure

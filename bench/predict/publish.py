@@ -16,6 +16,7 @@ from ..layout import REPO_ROOT
 from . import anchors as anchor_table
 from . import forecast, hardware, validate
 from .calibrate import CALIBRATION_CELLS, MEANING
+from .figures import forecast_speedup, predicted_vs_measured
 
 
 def _md(df: pd.DataFrame, digits: int = 3) -> str:
@@ -58,8 +59,8 @@ def forecasts(dest: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
 def figures(dest: Path, val: pd.DataFrame, fc: pd.DataFrame) -> list[Path]:
     fig_dir = Path(dest) / "figures"
     keep = ["sync", "ddp", "delayed", "localsgd", "lasgd", "diloco", "sgp", "adpsgd", "agn", "downpour"]
-    return [plots.save(plots.predicted_vs_measured(val), fig_dir / "validation.png"),
-            plots.save(plots.forecast_speedup(fc[fc["algorithm"].isin(keep)]), fig_dir / "forecast_speedup.png")]
+    return [plots.save(predicted_vs_measured(val), fig_dir / "validation.png"),
+            plots.save(forecast_speedup(fc[fc["algorithm"].isin(keep)]), fig_dir / "forecast_speedup.png")]
 
 
 def readme(dest: Path, val: pd.DataFrame, anc: pd.DataFrame, win: pd.DataFrame) -> Path:
