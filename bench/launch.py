@@ -41,6 +41,7 @@ from pathlib import Path
 
 from . import BenchError, cpu_idle, watchdog
 from .algorithms import get_algorithm
+from .cluster import DelayLineDown, parse_delay, watched
 from .config import RunConfig
 from .layout import REPO_ROOT, default_run_dir
 from .results import ResultsError, mark_failed, read_json, write_json_atomic
@@ -62,7 +63,7 @@ def emulated_cluster(cfg: RunConfig) -> dict | None:
 
     servers = processes(cfg) - launch.np
     hosts = max(launch.emulated_hosts, emulated_hosts_used(cfg))
-    state = cluster.ensure(cluster.Spec(hosts, launch.emulated_slots, launch.link, host_shares(cfg)))
+    state = cluster.ensure(cluster.Spec(hosts, launch.emulated_slots, launch.link, host_shares(cfg), launch.link_delay))
     settings = cluster.launch_settings(state, processes(cfg), server_host=servers > 0)
     settings["cpu"] = cluster.cgroups.cpu_record(state, settings["hosts"], launch)
     return settings
@@ -132,9 +133,11 @@ def network(cfg: RunConfig, emulated: dict | None) -> dict:
     """What system.json records of the interconnect between the job's hosts."""
     if emulated is None:
         return {"emulated": False, "interface": cfg.launch.network_interface or None}
-    return {"emulated": True, "link": emulated["link"] or "unshaped", "latency_emulated": False,
+    return {"emulated": True, "link": emulated["link"] or "unshaped", "latency_emulated": bool(emulated["delay"]),
+            "link_delay": emulated["delay"] or "0ms", "link_delay_s": parse_delay(emulated["delay"]),
             "interface": emulated["network_interface"], "hosts_by_rank": emulated["hosts"], "cpu": emulated.get("cpu"),
-            "note": "network namespaces on one machine; bandwidth shaped with tbf, latency not emulated"}
+            "note": "network namespaces on one machine; bandwidth shaped with tbf, delay: each host's ingress held by "
+                    "its delay line (NFQUEUE), a round trip between hosts takes 2 x link_delay"}
 
 
 def horovod_environment(cfg: RunConfig, base: dict | None = None) -> dict[str, str]:
@@ -435,6 +438,7 @@ def _execute_job(cfgs: list[RunConfig], run_dirs: list[Path], echo: bool, env: d
     t0 = time.time()
     reason = None
     with contextlib.ExitStack() as stack:
+        watch = stack.enter_context(watched(emulated, run_dirs))  # the delay lines, if any, checked while it runs
         logs = [stack.enter_context(open(d / "launch.log", "a")) for d in run_dirs]
         log = _Tee(logs)
         log.write("$ " + " ".join(cmd) + "\n")
@@ -444,7 +448,9 @@ def _execute_job(cfgs: list[RunConfig], run_dirs: list[Path], echo: bool, env: d
         pump.start()
         try:
             with _signals_end_the_job():
-                rc = proc.wait(timeout=timeout_s)
+                rc = watch.wait(proc, timeout_s)
+        except DelayLineDown as e:
+            reason = str(e)
         except subprocess.TimeoutExpired:
             reason = f"timeout: job still running after timeout_s={timeout_s:g} s; killed"
         except KeyboardInterrupt:

@@ -25,6 +25,7 @@ import yaml
 
 from . import SCHEMA_VERSION, BenchError
 from .algorithms import get_algorithm
+from .cluster import check_delay
 from .config import HorovodSettings, LaunchConfig, RunConfig, TrainConfig
 from .layout import REPO_ROOT, check_name
 from .typed import build, choices_text, field_types
@@ -144,6 +145,7 @@ def validate(cfg: RunConfig) -> RunConfig:
     check_names(cfg.study, cfg.tag, cfg.launch.hardware)
     cfg.train.validate()
     cfg.launch.validate()
+    check_delay(cfg.launch)  # a valid delay, on an emulated cluster, with NFQUEUE here
     algo = get_algorithm(cfg.algorithm)
     np_ = cfg.launch.np
     bad = [r for r in cfg.train.slow_ranks if not 0 <= r < np_]
