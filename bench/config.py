@@ -260,8 +260,8 @@ class LaunchConfig:
     link: str = ""
     """Rate of every emulated host's link, both directions (``100mbit``, ``1gbit``, ``10gbit``; "": unshaped).
     Its latency is ``link_delay``."""
-    link_delay: str = ""
-    """One-way delay between any two emulated hosts (``500us``, ``5ms``, ``50ms``; "" or ``0ms``: none): a round trip
+    link_delay: str | int = ""
+    """One-way delay between any two emulated hosts (``500us``, ``5ms``, ``50ms``; "", 0 or ``0ms``: none): a round trip
     takes 2x it (each host's ingress is held by its delay line, ``bench.cluster.delay``). Recorded in system.json
     (``network.link_delay``, ``network.link_delay_s``)."""
     link_share_aimed: float = 0.0
