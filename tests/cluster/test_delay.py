@@ -21,17 +21,10 @@ from bench.cluster import Spec, delay, ensure, state
 from bench.cluster.stream import measure, round_trips
 from bench.results import read_json
 from conftest import REPO, run_algorithm
-from test_cluster import _skip_reason, cluster, sh, suite_objects
+from test_cluster import _skip_reason, cluster, cluster_ready, sh, suite_objects  # noqa: F401 (fixture)
 
-pytestmark = pytest.mark.skipif(_skip_reason() is not None, reason=_skip_reason() or "")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def cluster_ready():
-    subprocess.run(["bash", str(REPO / "scripts" / "setup-cluster.sh")], check=True, timeout=900)
-    cluster("down")
-    yield
-    cluster("down", check=False)
+pytestmark = [pytest.mark.skipif(_skip_reason() is not None, reason=_skip_reason() or ""),
+              pytest.mark.usefixtures("cluster_ready")]
 
 
 def within(rtt: float, two_d: float) -> bool:
