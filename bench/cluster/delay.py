@@ -187,7 +187,8 @@ def stats(i: int) -> dict:
 
 
 def _rule(h: Host, action: str) -> list[str]:
-    """``iptables`` adding (``-A``) or deleting (``-D``) the rule that feeds host h's queue, in its namespace."""
+    """``iptables`` adding (``-A``), checking (``-C``) or deleting (``-D``) the rule that feeds host h's queue, in its
+    namespace."""
     return sh.in_netns(h.netns, [_iptables(), "-t", "raw", action, "PREROUTING", *RULE, "--queue-num", str(h.queue)])
 
 
@@ -207,7 +208,8 @@ def start(h: Host, delay: str, timeout: float = 10) -> int:
         pid = stats(h.index).get("pid", 0)
         if pid and alive(pid):
             h.delay_pid = pid
-            sh.run(_rule(h, "-A"))  # only now: the queue has its reader, nothing passes undelayed or is lost
+            if not sh.ok(_rule(h, "-C")):  # only now: the queue has its reader, nothing passes undelayed
+                sh.run(_rule(h, "-A"))
             return pid
         time.sleep(0.02)
     detail = log.read_text().strip().splitlines()[-1:] if log.exists() else []
@@ -215,26 +217,24 @@ def start(h: Host, delay: str, timeout: float = 10) -> int:
                      f"{': ' + detail[0] if detail else ''}")
 
 
-def stop(h: Host, kill) -> None:
-    """End host h's delay line (``kill(pids)``) and remove its rule: the host's ingress passes undelayed again."""
-    if h.delay_pid:
-        sh.ok(_rule(h, "-D"))  # first the rule: no packet is queued to a queue without a reader
-        kill([h.delay_pid])
-    h.delay_pid = h.queue = 0
-
-
 def apply(st: State, delay: str, kill) -> None:
-    """Give the live cluster ``st`` the one-way ``delay`` (``""``: none) in place: its delay lines restarted with the
-    new delay (started, or stopped with their rules), and every host's TCP buffers sized for it."""
-    for h in st.hosts:
-        stop(h, kill)
-    if delay:
+    """Give the live cluster ``st`` the one-way ``delay`` (``""``: none) in place: each host's delay line restarted with
+    the new delay (``kill(pids)`` ends the old one; its rule stays, so the host's ingress is dropped, never passed
+    undelayed, until the new line reads the queue), or ended with its rule for none; every host's TCP buffers sized
+    for it."""
+    if delay and not BINARY.exists():  # built once per cluster (its directory goes with ``down``)
         build(BINARY)
     st.tcp_buffer_max = tcp_buffer_max(st.link, delay)
     for h in st.hosts:
+        if h.delay_pid:
+            kill([h.delay_pid])
+            h.delay_pid = 0
         set_tcp_buffers(h, st.tcp_buffer_max)
         if delay:
             start(h, delay)
+        elif h.queue:
+            sh.ok(_rule(h, "-D"))
+            h.queue = 0
     st.delay = delay
 
 

@@ -29,7 +29,11 @@ instead (``cluster up --delay D``; :mod:`bench.cluster.delay`), one markdown row
   stamp from the interface, before the delay line holds it, and shows only the way out);
 - bulk TCP: one stream h0 -> h1 of ``--seconds`` after a warm-up of max(1 s, 20 round trips) that is not counted
   (slow start), median of ``--repeats``, against the rate (target: >= 0.90 of it; TCP/IP headers alone take ~4.4 %);
-- the delay lines' CPU (both hosts': the receiver's holds the data, the sender's the ACKs) per GB received.
+- the delay lines' own release error (p50 and p99 over the row's packets, microseconds after the due time, the worse
+  line's p99): how precisely the lines hold, apart from the probes' own scheduling;
+- the delay lines' CPU (both hosts': the receiver's holds the data, the sender's the ACKs) per GB received, and all
+  the CPU the stream cost (both ends, the delay lines, the machine's irq/softirq time): against the row without a
+  delay, what a delay adds.
 """
 
 from __future__ import annotations
@@ -47,7 +51,7 @@ from pathlib import Path
 
 from .. import BenchError
 from ..cluster import Spec, check_supported, down, ensure, parse_delay, parse_rate, up
-from ..cluster.delay import cpu_seconds
+from ..cluster.delay import cpu_seconds, stats
 from ..cluster.probe import run_job
 from ..cluster.stream import measure, round_trips
 from . import fmt_ratio, median
@@ -174,11 +178,11 @@ def _pct(values: list[float], q: float) -> float:
 def latency(args, delays: list[str]) -> int:
     """The delayed links' table (module docstring): one markdown row per rate and delay."""
     rates = [r.strip().lower() for r in (args.rates if args.rates != DEFAULT_RATES else "100mbit,1gbit").split(",")]
-    print(f"2 emulated hosts, {os.cpu_count()} cores; round trips: {args.pings} TCP pings (at most 5 s) and ping -U; "
-          f"bulk: {args.seconds:g} s after a warm-up, median of {args.repeats}")
+    print(f"2 emulated hosts, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; round trips: {args.pings} "
+          f"TCP pings (at most 5 s) and ping -U; bulk: {args.seconds:g} s after a warm-up, median of {args.repeats}")
     print("| link | delay D | 2D ms | RTT p50 ms | RTT - 2D ms | target | ping -U p50 ms | jitter p99-p50 ms "
-          "| TCP Mbit/s | / rate | delay lines CPU s/GB | all CPU s/GB |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "| line release error p50 / p99 us | TCP Mbit/s | / rate | delay lines CPU s/GB | all CPU s/GB |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     try:
         for link in rates:
             for d in delays:
@@ -201,14 +205,18 @@ def latency(args, delays: list[str]) -> int:
                     nbytes += rx1 - rx0  # the whole stream's, warm-up included, like the CPU
                     rates_bps.append(r["bps"])
                 bps = median(rates_bps)
+                errs = [stats(h.index).get("late_us", {}).get("all", {}) for h in st.hosts if h.delay_pid]
+                err = (f"{median([e.get('p50', 0) for e in errs]):.0f} / {max(e.get('p99', 0) for e in errs)}"
+                       if errs else "n/a")
                 ratio = bps / parse_rate(link) if link else None
                 print(f"| {link or 'unshaped'} | {d} | {two_d * 1e3:.1f} | {p50 * 1e3:.3f} | {(p50 - two_d) * 1e3:+.3f} "
                       f"| {'ok' if ok_rtt else 'MISS'} | {median(pings) * 1e3 if pings else float('nan'):.3f} "
-                      f"| {(p99 - p50) * 1e3:.3f} | {bps / 1e6:.1f} | "
+                      f"| {(p99 - p50) * 1e3:.3f} | {err} | {bps / 1e6:.1f} | "
                       f"{'n/a' if ratio is None else f'{ratio:.3f}' + ('' if ratio >= 0.9 else ' MISS')} | "
                       f"{f'{cpu / (nbytes / 1e9):.2f}' if pids else 'n/a'} | {cpu_all / (nbytes / 1e9):.2f} |", flush=True)
     finally:
         down()
+    print(f"load average at the end {os.getloadavg()[0]:.1f}")
     return 0
 
 
