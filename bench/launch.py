@@ -136,8 +136,9 @@ def network(cfg: RunConfig, emulated: dict | None) -> dict:
     return {"emulated": True, "link": emulated["link"] or "unshaped", "latency_emulated": bool(emulated["delay"]),
             "link_delay": emulated["delay"] or "0ms", "link_delay_s": parse_delay(emulated["delay"]),
             "interface": emulated["network_interface"], "hosts_by_rank": emulated["hosts"], "cpu": emulated.get("cpu"),
-            "note": "network namespaces on one machine; bandwidth shaped with tbf, delay: each host's ingress held by "
-                    "its delay line (NFQUEUE), a round trip between hosts takes 2 x link_delay"}
+            "note": "network namespaces on one machine; bandwidth shaped with tbf, " + (
+                "latency: each host's ingress held link_delay by its delay line (NFQUEUE), a round trip between hosts "
+                "2 x link_delay" if emulated["delay"] else "latency not emulated (link_delay 0)")}
 
 
 def horovod_environment(cfg: RunConfig, base: dict | None = None) -> dict[str, str]:
