@@ -277,7 +277,11 @@ class LaunchConfig:
     """Processes per emulated host."""
     link: str = ""
     """Rate of every emulated host's link, both directions (``100mbit``, ``1gbit``, ``10gbit``; "": unshaped).
-    Bandwidth only: latency is not emulated (this kernel has no netem)."""
+    Its latency is ``link_delay``."""
+    link_delay: str | int = ""
+    """One-way delay between any two emulated hosts (``500us``, ``5ms``, ``50ms``; "", 0 or ``0ms``: none): a round trip
+    takes 2x it (each host's ingress is held by its delay line, ``bench.cluster.delay``). Recorded in system.json
+    (``network.link_delay``, ``network.link_delay_s``)."""
     link_share_aimed: float = 0.0
     """> 0: the communication share of ``sync`` this link's rate was calibrated for (a study's ``share<s>`` link,
     :func:`bench.study.calibrate`); a record for the analysis, which shows it beside the share measured."""

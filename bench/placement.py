@@ -55,7 +55,7 @@ def emulated_cluster(cfg: RunConfig) -> dict | None:
         return None
     servers = processes(cfg) - launch.np
     hosts = max(launch.emulated_hosts, emulated_hosts_used(cfg))
-    state = cluster.ensure(cluster.Spec(hosts, launch.emulated_slots, launch.link, host_shares(cfg)))
+    state = cluster.ensure(cluster.Spec(hosts, launch.emulated_slots, launch.link, host_shares(cfg), launch.link_delay))
     settings = cluster.launch_settings(state, processes(cfg), server_host=servers > 0)
     settings["cpu"] = cpu_record(state, settings["hosts"], launch)
     return settings

@@ -26,7 +26,7 @@ import yaml
 
 from . import SCHEMA_VERSION, BenchError, cpu_idle
 from .algorithms import get_algorithm
-from .cluster import check_supported, parse_rate
+from .cluster import check_delay, check_delay_support, check_supported, parse_rate
 from .cluster.spec import IFNAME
 from .config import HorovodSettings, LaunchConfig, RunConfig, TrainConfig
 from .layout import REPO_ROOT, check_name
@@ -159,6 +159,7 @@ def check_values(cfg: RunConfig) -> RunConfig:
     check_names(cfg.study, cfg.tag, cfg.launch.hardware)
     cfg.train.validate()
     cfg.launch.validate()
+    check_delay(cfg.launch)  # a valid link delay, on an emulated cluster
     np_ = cfg.launch.np
     bad = [r for r in cfg.train.slow_ranks if not 0 <= r < np_]
     if bad:
@@ -187,6 +188,7 @@ def check_machine(cfg: RunConfig) -> None:
             if share > cores:
                 raise BenchError(f"emulated_cpu share of host {host} must be in (0, {cores}] cores, got {share!r}")
         _cluster_supported()
+        check_delay_support(launch)  # root and NFQUEUE for the delay lines
         host_shares(cfg)  # the hosts' CPU shares fit this machine's cores
     cpu_idle.check(launch.cpu_idle)
     from .data import check_files  # bench.data imports torch (a second): not where a command only builds its parser

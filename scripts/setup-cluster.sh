@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# What the emulated cluster (`python -m bench cluster up [--slurm]`) needs from the system: `ip`/`tc`
-# (iproute2), `sshd` (openssh-server) and, for `--slurm`, Slurm (slurm-wlm: slurmctld, slurmd, sbatch, ...)
-# and munge, from Debian's packages via apt-get.
+# What the emulated cluster (`python -m bench cluster up [--delay D] [--slurm]`) needs from the system: `ip`/`tc`
+# (iproute2), `sshd` (openssh-server), for `--delay` the delay lines' needs (iptables for the NFQUEUE rules, a C
+# compiler and libnetfilter-queue-dev to build bench/cluster/delayline.c; ping from iputils-ping, the tests'
+# independent round-trip probe) and, for `--slurm`, Slurm (slurm-wlm: slurmctld, slurmd, sbatch, ...) and munge,
+# from Debian's packages via apt-get.
 #
 # Idempotent and quiet: when everything is there it prints nothing and exits 0. Runs as root
 # (it installs system packages). It never starts a system sshd, munged, slurmctld or slurmd: the suite
@@ -15,6 +17,10 @@ command -v ip >/dev/null 2>&1 && command -v tc >/dev/null 2>&1 || need+=(iproute
 command -v ssh >/dev/null 2>&1 && command -v ssh-keygen >/dev/null 2>&1 || need+=(openssh-client)
 [ -x /usr/sbin/slurmctld ] && [ -x /usr/sbin/slurmd ] && command -v sbatch >/dev/null 2>&1 || need+=(slurm-wlm)
 [ -x /usr/sbin/munged ] || need+=(munge)
+command -v iptables-nft >/dev/null 2>&1 || [ -x /usr/sbin/iptables-nft ] || need+=(iptables)
+command -v cc >/dev/null 2>&1 || need+=(gcc libc6-dev)
+[ -e /usr/include/libnetfilter_queue/libnetfilter_queue.h ] || need+=(libnetfilter-queue-dev)
+command -v ping >/dev/null 2>&1 || need+=(iputils-ping)
 [ ${#need[@]} -eq 0 ] && exit 0
 
 if [ "$(id -u)" != 0 ]; then

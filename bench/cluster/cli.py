@@ -9,6 +9,10 @@ import sys
 import time
 
 from .. import BenchError, run_command
+from . import delay, net, slurm
+from .cgroups import share_of
+from .lifecycle import down, leftovers, start_slurm, state, up
+from .spec import Spec
 
 
 def _cpu_arg(text: str) -> tuple[int, float]:
@@ -20,10 +24,8 @@ def _cpu_arg(text: str) -> tuple[int, float]:
 
 
 def _print_state(st) -> None:
-    from . import net
-    from .cgroups import share_of
-
     print(f"emulated cluster: {len(st.hosts)} host(s), {st.slots} slot(s) each, link {st.link or 'unshaped'}, "
+          f"delay {st.delay or 0} one way, "
           f"interface {st.interface}, launcher {st.bridge_address} (bridge {st.bridge}), ssh port {st.ssh_port}")
     for h in st.hosts:
         share = share_of(h.cgroup)
@@ -32,22 +34,16 @@ def _print_state(st) -> None:
         print(f"  host {h.index}: {h.address:<13} netns {h.netns:<10} veth {h.veth}<->{st.interface}  link {rate}  "
               f"cpu {'unlimited' if share is None else f'{share:g} core'}  sshd pid {h.sshd_pid}")
     print(f"  ssh identity {st.ssh_identity_file}; launcher PATH needs {st.ssh_bin_dir} first")
-    from .slurm import status_lines
-
-    for line in status_lines():
+    for line in delay.status_lines(st) + slurm.status_lines():
         print(line)
 
 
 def cmd_cluster(args) -> int:
-    from . import Spec, down, leftovers, state, up
-
     if args.action == "up":
         t0 = time.perf_counter()
-        st = up(Spec(hosts=args.hosts, slots=args.slots, link=args.link, cpu=dict(args.cpu or [])))
+        st = up(Spec(hosts=args.hosts, slots=args.slots, link=args.link, cpu=dict(args.cpu or []), delay=args.delay))
         if args.slurm:
-            from . import slurm
-
-            slurm.up()
+            start_slurm()
         _print_state(st)
         print(f"up in {time.perf_counter() - t0:.2f} s")
     elif args.action == "down":
@@ -59,9 +55,7 @@ def cmd_cluster(args) -> int:
             raise BenchError("the emulated cluster needs root (network namespaces, veth, tc need CAP_NET_ADMIN)")
         st = state()
         if args.json:
-            from .slurm import state as slurm_state
-
-            print(json.dumps({"state": json.loads(st.to_json()) if st else None, "slurm": slurm_state() if st else None,
+            print(json.dumps({"state": json.loads(st.to_json()) if st else None, "slurm": slurm.state() if st else None,
                               "leftovers": leftovers()}, indent=2))
             return 0
         if st:
@@ -80,6 +74,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     c.add_argument("--slots", type=int, default=1, help="processes per host in the hostfiles (up; default 1)")
     c.add_argument("--link", default="", help="each host's link rate in both directions: 100mbit, 1gbit, 10gbit "
                    "(up; default unshaped)")
+    c.add_argument("--delay", default="", help="one-way delay between any two hosts: 500us, 5ms, 50ms (up; default "
+                   "0); each host's ingress is held that long, so a round trip between hosts takes 2x it")
     c.add_argument("--cpu", type=_cpu_arg, action="append", metavar="HOST=SHARE",
                    help="limit host HOST to SHARE of one core (up; repeatable), e.g. --cpu 1=0.5")
     c.add_argument("--slurm", action="store_true", help="also run Slurm on the hosts (up): munged and slurmctld on the "

@@ -56,7 +56,9 @@ def launch_settings(st: State, processes: int, server_host: bool) -> dict:
     on a host of its own).
 
     Keys: ``hostfile``, ``network_interface``, ``ssh_port``, ``ssh_identity_file``, ``hosts`` (rank r's
-    host address at ``hosts[r]``), ``link``, ``emulated`` (True), ``np`` (= ``processes``) and ``env``:
+    host address at ``hosts[r]``), ``link``, ``delay`` (one way; ``""``: none), ``delay_lines`` (host, address, pid,
+    queue of each host's delay line; :func:`bench.cluster.delay.watched` watches them), ``emulated`` (True), ``np``
+    (= ``processes``) and ``env``:
     variables to add to horovodrun's environment (``PATH`` with the suite's ssh wrapper first, so that ssh
     uses only the suite's keys and known_hosts and never reads or writes ~/.ssh).
     """
@@ -70,6 +72,9 @@ def launch_settings(st: State, processes: int, server_host: bool) -> dict:
         "ssh_identity_file": st.ssh_identity_file,
         "hosts": hosts,
         "link": st.link,
+        "delay": st.delay,
+        "delay_lines": [{"host": h.index, "address": h.address, "pid": h.delay_pid, "queue": h.queue}
+                        for h in st.hosts if h.delay_pid],
         "emulated": True,
         "np": processes,
         "env": {"PATH": f"{st.ssh_bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"},

@@ -7,7 +7,8 @@ or tear down at the same time.
 ``up`` first tears down whatever the suite left behind (a crashed ``up``, a lost state file, a
 namespace whose processes outlived it): it finds leftovers by their exact names (``dbemu-h<i>``
 namespaces, ``dbemu-v<i>``/``dbemu0`` links, ``dbemu-h<i>`` cgroups, sshd processes started with a
-config in the suite's directory, and with ``--slurm`` munged, slurmctld and the slurmd's of
+config in the suite's directory, the delay lines of :mod:`.delay` (their iptables rules and queues live in the
+hosts' namespaces and go with them), and with ``--slurm`` munged, slurmctld and the slurmd's of
 :mod:`.slurm`) and never touches anything else. A failing ``up`` removes what it
 made before raising. ``down`` does the same teardown and says whether there was anything to remove.
 
@@ -29,7 +30,8 @@ import time
 from pathlib import Path
 
 from .. import BenchError
-from . import cgroups, net, sh, slurm, sshd
+from . import cgroups, delay, net, sh, slurm, sshd
+from .sh import SETUP_SCRIPT, install_command
 from .spec import (
     BASE_DIR,
     DIR,
@@ -46,11 +48,6 @@ from .spec import (
 LOCK_FILE = BASE_DIR / "dbemu.lock"
 JOB_FILE = BASE_DIR / "dbemu.job.json"  # the job using the cluster (outside DIR: a rebuild by that job keeps it)
 _held = 0  # nesting depth of this process's in_use()
-SETUP_SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "setup-cluster.sh"
-
-
-def install_command() -> str:
-    return f"bash {SETUP_SCRIPT}" if SETUP_SCRIPT.exists() else "apt-get install -y openssh-server iproute2"
 
 
 def check_supported(need_sshd: bool = True) -> None:
@@ -122,7 +119,7 @@ def _write_state(st: State) -> None:
 def _healthy(st: State) -> bool:
     if net.list_netns() != [h.netns for h in st.hosts] or st.bridge not in net.list_links():
         return False
-    return all(h.sshd_pid and sshd.ours(h.sshd_pid) for h in st.hosts)
+    return all(h.sshd_pid and sshd.ours(h.sshd_pid) for h in st.hosts) and delay.healthy(st)
 
 
 def state() -> State | None:
@@ -140,6 +137,7 @@ def leftovers() -> dict[str, list[str]]:
         "links": net.list_links(),
         "cgroups": [str(p) for p in cgroups.list_groups()],
         "sshd": [str(p) for p in sshd.suite_sshd_pids()],
+        "delay": [str(p) for p in delay.pids()],
         "slurm": [str(p) for p in slurm.daemon_pids()],
         "files": [str(DIR)] if DIR.exists() else [],
     }
@@ -149,7 +147,7 @@ def _teardown() -> bool:
     """Remove everything of the suite's; True if there was anything."""
     found = any(leftovers().values())
     slurm.stop()  # munged, slurmctld (root namespace) and the slurmd's, before the hosts' processes
-    pids = sshd.suite_sshd_pids()
+    pids = sshd.suite_sshd_pids() + delay.pids()  # a delay line's end drops its host's ingress: never undelayed
     for ns in net.list_netns():
         pids += net.netns_pids(ns)
     for group in cgroups.list_groups():
@@ -179,16 +177,17 @@ def _up(spec: Spec) -> State:
         net.create_bridge()
         for h in hosts:
             net.add_host(h.index)
-            net.shape(h.index, spec.link)
+            net.shape(h.index, spec.link, spec.delay)
             h.cgroup = cgroups.create(h.index)
             cgroups.set_share(h.cgroup, spec.cpu.get(h.index))
+        st = State(hosts=hosts, slots=spec.slots, link=spec.link, cpu=dict(spec.cpu),
+                   ssh_identity_file=str(sshd.IDENTITY), ssh_config=str(sshd.SSH_CONFIG),
+                   ssh_bin_dir=str(sshd.BIN_DIR), created_at=time.time())
+        delay.apply(st, spec.delay, sshd.kill)  # before sshd: its first connection already crosses the delay
         sshd.prepare(hosts)
         for h in hosts:
             h.sshd_pid = sshd.start(h)
-        st = State(hosts=hosts, slots=spec.slots, link=spec.link, cpu=dict(spec.cpu),
-                   ssh_identity_file=str(sshd.IDENTITY), ssh_config=str(sshd.SSH_CONFIG),
-                   ssh_bin_dir=str(sshd.BIN_DIR), created_run_sshd=sshd.PRIVSEP_MARKER.exists(),
-                   created_at=time.time())
+        st.created_run_sshd = sshd.PRIVSEP_MARKER.exists()
         _write_state(st)
         return st
     except BaseException:
@@ -198,16 +197,18 @@ def _up(spec: Spec) -> State:
 
 
 def _ready(spec: Spec) -> Spec:
-    """Validate ``spec`` and the system; install sshd on first use if it is missing."""
+    """Validate ``spec`` and the system; install what is missing (sshd, a delay line's needs) on first use."""
     spec = spec.validated()
     check_supported(need_sshd=False)
-    if not sshd.sshd_binary() and SETUP_SCRIPT.exists():
-        print(f"[bench.cluster] first use: installing openssh-server ({install_command()})", file=sys.stderr)
+    if (not sshd.sshd_binary() or (spec.delay and not delay.installed())) and SETUP_SCRIPT.exists():
+        print(f"[bench.cluster] first use: installing the system packages ({install_command()})", file=sys.stderr)
         proc = subprocess.run(["bash", str(SETUP_SCRIPT)], check=False, capture_output=True, text=True, timeout=900)
         if proc.returncode != 0:
             err = (proc.stderr.strip().splitlines() or ["?"])[-1]
-            raise BenchError(f"installing openssh-server failed ({install_command()}): {err}")
+            raise BenchError(f"installing the emulated cluster's system packages failed ({install_command()}): {err}")
     check_supported()
+    if spec.delay:
+        delay.check_supported(spec.delay)
     if spec.cpu:
         cgroups.require()
     return spec
@@ -277,12 +278,14 @@ def down() -> bool:
         return _teardown()
 
 
-def _reshape(st: State, link: str, cpu: dict[int, float]) -> State:
-    """Change link rates and CPU shares in place (no namespace or sshd is restarted)."""
-    if link != st.link:
+def _reshape(st: State, link: str, cpu: dict[int, float], delay_: str) -> State:
+    """Change link rates, the delay and CPU shares in place (no namespace or sshd is restarted; a new delay restarts
+    the delay lines)."""
+    if (link, delay_) != (st.link, st.delay):
         for h in st.hosts:
-            net.shape(h.index, link)
+            net.shape(h.index, link, delay_)
         st.link = link
+        delay.apply(st, delay_, sshd.kill)
     for h in st.hosts:
         if cpu.get(h.index) != st.cpu.get(h.index):
             cgroups.set_share(h.cgroup, cpu.get(h.index))
@@ -293,18 +296,38 @@ def _reshape(st: State, link: str, cpu: dict[int, float]) -> State:
 def ensure(spec: Spec) -> State:
     """A cluster with at least ``spec.hosts`` hosts, shaped as ``spec`` says.
 
-    No cluster (or a broken one): ``up``. Too few hosts: rebuilt. Otherwise the live cluster is
-    kept and its link rate, CPU shares and slots are changed in place."""
+    No cluster (or a broken one, e.g. a delay line dead): ``up``. Too few hosts: rebuilt. Otherwise the live cluster
+    is kept and its link rate, delay, CPU shares and slots are changed in place."""
     spec = _ready(spec)
     with _lock():
         st = _read_state()
         if st is None or not _healthy(st) or len(st.hosts) < spec.hosts:
             _refuse_if_used(f"bringing it up with {spec.hosts} host(s)")
             return _up(spec)
-        if (spec.link, spec.cpu, spec.slots) != (st.link, {i: s for i, s in st.cpu.items()}, st.slots):
-            _refuse_if_used(f"reshaping it (link {spec.link or 'unshaped'}, cpu {spec.cpu}, {spec.slots} slot(s))")
-        st = _reshape(st, spec.link, spec.cpu)
+        if (spec.link, spec.delay, spec.cpu, spec.slots) != (st.link, st.delay, dict(st.cpu), st.slots):
+            _refuse_if_used(f"reshaping it (link {spec.link or 'unshaped'}, delay {spec.delay or 0}, cpu {spec.cpu}, "
+                            f"{spec.slots} slot(s))")
+        st = _reshape(st, spec.link, spec.cpu, spec.delay)
         st.slots = spec.slots
         _write_state(st)
         return st
 
+
+
+def start_slurm() -> dict:
+    """Start Slurm on the live emulated cluster (``cluster up --slurm``; :mod:`.slurm`), under the cluster's lock; if
+    it already runs, keep it. A failing start stops whatever it started before raising."""
+    slurm.check_installed()
+    with _lock():
+        st = state()
+        if st is None:
+            raise BenchError("Slurm needs the emulated cluster: python -m bench cluster up --hosts N --slurm")
+        info = slurm.state()
+        if info is not None and sorted(info["slurmd_pids"]) == sorted(h.netns for h in st.hosts):
+            return info
+        slurm.stop()
+        try:
+            return slurm.start(st)
+        except BaseException:
+            slurm.stop()
+            raise

@@ -8,13 +8,15 @@ Topology (see :mod:`bench.cluster.spec` for the names)::
         |-- dbemu-v1 ==veth== dbemu0 198.18.0.3/24   [netns dbemu-h1]
         ...
 
-Shaping. This kernel has ``tbf`` and ``htb`` but no ``netem`` (nor fq/fq_codel/sfq), so the
-bandwidth of a link is emulated and its latency is not. Every veth end gets a ``tbf`` root qdisc
+Shaping. This kernel has ``tbf`` and ``htb`` but no ``netem`` (nor fq/fq_codel/sfq), so ``tc`` emulates the
+bandwidth of a link and the latency comes from the hosts' delay lines (:mod:`.delay`). Every veth end gets a ``tbf`` root qdisc
 at the link rate: the host-side end limits what the host sends, the root-side end (egress of the
 bridge port) what it receives, so a flow between two hosts crosses two shapers at the same rate,
 and each host has the full rate up *and* down, like a host on a switch. The token bucket must hold
 at least one GSO super-packet (veth passes up to 64 KiB at once; bigger ones tbf segments) and a
-few milliseconds of traffic, else TCP cannot keep the link busy.
+few milliseconds of traffic, else TCP cannot keep the link busy. Its queue holds 25 ms of traffic, or one round trip
+(2 x the delay) where that is more: a bottleneck buffer of one bandwidth-delay product, without which TCP on a long
+delayed link backs off below the rate after each loss.
 
 IPv6 is disabled on everything the suite makes: gloo takes the first address of the interface
 it is told to use, and an IPv6 link-local address there would be unusable.
@@ -35,6 +37,7 @@ from .spec import (
     SUBNET,
     host_address,
     netns_name,
+    parse_delay,
     parse_rate,
     veth_root_name,
 )
@@ -44,11 +47,12 @@ NETNS_RE = re.compile(rf"^{PREFIX}-h\d+$")
 LINK_RE = re.compile(rf"^(?:{PREFIX}-v\d+|{BRIDGE})$")
 
 
-def tbf_args(link: str) -> list[str]:
-    """``tc`` arguments of the tbf qdisc for ``link`` (e.g. ``1gbit``)."""
+def tbf_args(link: str, delay: str = "") -> list[str]:
+    """``tc`` arguments of the tbf qdisc for ``link`` (e.g. ``1gbit``) with the one-way ``delay`` (e.g. ``5ms``)."""
     bps = parse_rate(link)
     burst = max(64 * 1024, int(bps / 8 * 0.004))  # >= one GSO packet, >= 4 ms of traffic
-    return ["tbf", "rate", f"{int(bps)}bit", "burst", str(burst), "latency", "25ms"]
+    queue_us = max(25_000, round(2e6 * parse_delay(delay)))  # >= 25 ms, >= one round trip
+    return ["tbf", "rate", f"{int(bps)}bit", "burst", str(burst), "latency", f"{queue_us}us"]
 
 
 def _disable_ipv6(ifname: str, ns: str | None = None) -> None:
@@ -84,12 +88,13 @@ def add_host(i: int) -> None:
     sh.run(["ip", "-n", ns, "link", "set", "lo", "up"])
 
 
-def shape(i: int, link: str) -> None:
-    """Set (or change in place, or remove for ``""``) the rate of host i's link, both directions."""
+def shape(i: int, link: str, delay: str = "") -> None:
+    """Set (or change in place, or remove for ``""``) the rate of host i's link, both directions (its queue sized for
+    the one-way ``delay``)."""
     ns, veth = netns_name(i), veth_root_name(i)
     for prefix, dev in ((["tc"], veth), (["tc", "-n", ns], IFNAME)):
         if link:
-            sh.run([*prefix, "qdisc", "replace", "dev", dev, "root", *tbf_args(link)])
+            sh.run([*prefix, "qdisc", "replace", "dev", dev, "root", *tbf_args(link, delay)])
         else:
             sh.ok([*prefix, "qdisc", "del", "dev", dev, "root"])
 

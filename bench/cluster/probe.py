@@ -28,6 +28,10 @@ import sys
 import time
 from pathlib import Path
 
+from ..layout import REPO_ROOT
+from ..system import horovodrun_path
+from .hostfile import horovodrun_args, launch_settings
+
 MARK = "PROBE "
 
 
@@ -147,10 +151,6 @@ def busbw(args) -> int:
 def run_job(st, np: int, mode_args: list[str], timeout: float = 300, server_host: bool = False) -> tuple[list[dict], str]:
     """``horovodrun -np N --gloo --hostfile H --network-interface IF -p PORT --ssh-identity-file KEY python -m
     bench.cluster.probe MODE_ARGS`` from the root namespace; (the PROBE records, the whole output)."""
-    from ..layout import REPO_ROOT
-    from ..system import horovodrun_path
-    from .hostfile import horovodrun_args, launch_settings
-
     settings = launch_settings(st, np, server_host)
     cmd = [horovodrun_path(), *horovodrun_args(settings), "--gloo", "--start-timeout", "60", sys.executable, "-m",
            "bench.cluster.probe", *mode_args]

@@ -6,8 +6,17 @@ from __future__ import annotations
 import shutil
 import subprocess
 from collections.abc import Sequence
+from pathlib import Path
 
 from .. import BenchError
+
+SETUP_SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "setup-cluster.sh"
+
+
+def install_command() -> str:
+    """The command that installs what the emulated cluster needs from the system."""
+    return (f"bash {SETUP_SCRIPT}" if SETUP_SCRIPT.exists()
+            else "apt-get install -y openssh-server iproute2 iptables libnetfilter-queue-dev gcc")
 
 
 def which(cmd: str) -> str | None:
@@ -20,7 +29,7 @@ def run(args: Sequence[str], *, check: bool = True, timeout: float = 30, **kw) -
     try:
         proc = subprocess.run(list(args), check=False, capture_output=True, text=True, timeout=timeout, **kw)
     except FileNotFoundError:
-        raise BenchError(f"`{args[0]}` not found (bash scripts/setup-cluster.sh installs what the emulated cluster needs)")
+        raise BenchError(f"`{args[0]}` not found ({install_command()} installs what the emulated cluster needs)")
     except subprocess.TimeoutExpired:
         raise BenchError(f"`{' '.join(args)}` did not finish within {timeout:.0f} s")
     if check and proc.returncode != 0:

@@ -30,6 +30,7 @@ Clients find the cluster through ``SLURM_CONF``: ``pipelines/slurm/run-blocking.
 cluster's ``slurm.conf`` exists and ``SLURM_CONF`` is unset (a real cluster has no such file, so nothing
 changes there); by hand, ``SLURM_CONF=/run/distbench/dbemu/slurm/slurm.conf sinfo``. ``srun`` works inside a
 job (on a node), not from the launcher's shell (it would have to be reached back at the machine's own address).
+:func:`bench.cluster.lifecycle.start_slurm` starts it under the cluster's lock (``cluster up --slurm``).
 Slurm lives as long as the hosts: ``cluster down``, or a ``--hardware emu*`` run that rebuilds the cluster with
 more hosts, ends it (:func:`stop`, called by the cluster's teardown); a run that only reshapes links or CPU
 shares keeps it.
@@ -77,12 +78,10 @@ def client_env(base: dict | None = None) -> dict[str, str]:
 
 def check_installed() -> None:
     """BenchError naming the install command if munge or a Slurm binary is missing."""
-    from .lifecycle import install_command
-
     missing = [b for b in BINARIES if not sh.which(b)]
     if missing:
         raise BenchError(f"Slurm on the emulated cluster needs {', '.join(missing)} (slurm-wlm, munge): "
-                         f"run `{install_command()}`")
+                         f"run `{sh.install_command()}`")
 
 
 def slurm_conf(st: State, cpus: int) -> str:
@@ -333,23 +332,3 @@ def check_allocation(cfgs: list, processes_of, env: dict | None = None) -> None:
                              f"node(s), fewer than the {processes} process(es) {cfg.algorithm} needs ({need}): ask for "
                              f"more, e.g. --nodes={processes} --ntasks-per-node=1")
 
-
-def up() -> dict:
-    """Start Slurm on the live emulated cluster (``cluster up --slurm``), under the cluster's lock; if it already
-    runs, keep it. A failing start stops whatever it started before raising."""
-    from .lifecycle import _lock, state as cluster_state
-
-    check_installed()
-    with _lock():
-        st = cluster_state()
-        if st is None:
-            raise BenchError("Slurm needs the emulated cluster: python -m bench cluster up --hosts N --slurm")
-        info = state()
-        if info is not None and sorted(info["slurmd_pids"]) == sorted(h.netns for h in st.hosts):
-            return info
-        stop()
-        try:
-            return start(st)
-        except BaseException:
-            stop()
-            raise

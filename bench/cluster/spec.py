@@ -11,6 +11,10 @@ bridge                    ``dbemu0``, address 198.18.0.1/24               root n
 host i's link, root end   veth ``dbemu-v<i>`` (enslaved to the bridge)    root namespace
 host i's link, host end   veth ``dbemu0``, address 198.18.0.<i+2>/24      namespace ``dbemu-h<i>``
 host i's CPU share        cgroup ``/sys/fs/cgroup/cpu/dbemu-h<i>``        cgroup v1 ``cpu``
+host i's delay line       process ``/run/distbench/dbemu/bin/dbemu-delay``  namespace ``dbemu-h<i>``
+                          on NFQUEUE queue ``QUEUE_BASE + i``, fed by one
+                          iptables rule (raw PREROUTING, comment
+                          ``dbemu-delay``)                                (only with a delay)
 sshd, keys, state         ``/run/distbench/dbemu/`` (0700)                tmpfs: gone at reboot,
                                                                           like the namespaces
 ========================  ==============================================  =======================
@@ -30,7 +34,9 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 import json
+import math
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -49,6 +55,36 @@ DIR = BASE_DIR / PREFIX  # the suite's private directory (0700): keys, sshd conf
 STATE_FILE = DIR / "state.json"
 CGROUP_ROOT = Path("/sys/fs/cgroup/cpu")
 CFS_PERIOD_US = 100_000
+QUEUE_BASE = 0xDBE0  # NFQUEUE queue of host i's delay line: QUEUE_BASE + i (each in the host's own namespace)
+MAX_DELAY_S = 10.0
+_DELAY = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*(us|ms|s)\s*$", re.IGNORECASE)
+_DELAY_UNIT = {"us": 1e-6, "ms": 1e-3, "s": 1.0}
+DELAY_FORM = "a number with a unit us, ms or s, from 0 to 10 s (e.g. 500us, 5ms, 50ms; 0: no delay)"
+
+
+def parse_delay(delay: str | float | int, what: str = "delay") -> float:
+    """Seconds of a one-way link delay such as ``500us``, ``5ms``, ``50ms``; 0 for ``""`` or ``0`` (no delay).
+    BenchError naming the value and the valid form for anything else: no unit, negative, NaN, over 10 s."""
+    if delay in ("", 0, "0") and not isinstance(delay, bool):
+        return 0.0
+    m = _DELAY.match(delay) if isinstance(delay, str) else None
+    value = float(m.group(1)) * _DELAY_UNIT[m.group(2).lower()] if m else math.nan
+    if not math.isfinite(value) or not 0 <= value <= MAX_DELAY_S:
+        raise BenchError(f"bad {what} {delay!r}: give {DELAY_FORM}")
+    return value
+
+
+def normalize_delay(delay: str) -> str:
+    """Canonical spelling of a delay (``5MS``, ``5000us`` -> ``5ms``; none -> ``""``), so that two spellings compare
+    equal: the largest of s, ms, us in which it is a whole number (or the microseconds, rounded to 0.001)."""
+    seconds = parse_delay(delay)
+    if seconds == 0:
+        return ""
+    for unit in ("s", "ms", "us"):
+        v = seconds / _DELAY_UNIT[unit]
+        if v >= 1 and abs(v - round(v)) < 1e-6:
+            return f"{round(v)}{unit}"
+    return f"{round(seconds * 1e6, 3):g}us"
 
 
 def netns_name(i: int) -> str:
@@ -113,9 +149,12 @@ class Spec:
     """Each host's link rate in both directions (``100mbit``, ``1gbit``, ``10gbit``); ``""``: unshaped."""
     cpu: dict[int, float] = field(default_factory=dict)
     """Host index -> share of one core (0.5: half a core); hosts not named are not limited."""
+    delay: str = ""
+    """One-way delay between any two hosts (``500us``, ``5ms``, ``50ms``): each host's ingress is held that long by
+    its delay line (:mod:`.delay`); ``""``: none."""
 
     def validated(self) -> Spec:
-        """A copy with the link rate normalised; BenchError naming the bad field otherwise."""
+        """A copy with the link rate and the delay normalised; BenchError naming the bad field otherwise."""
         if not isinstance(self.hosts, int) or not 1 <= self.hosts <= MAX_HOSTS:
             raise BenchError(f"--hosts must be between 1 and {MAX_HOSTS}, got {self.hosts!r}")
         if not isinstance(self.slots, int) or self.slots < 1:
@@ -130,7 +169,7 @@ class Spec:
                 raise BenchError(f"--cpu share of host {host} must be in [{MIN_SHARE:g}, {os.cpu_count()}] cores, "
                                  f"got {share!r}")
             cpu[host] = float(share)
-        return Spec(self.hosts, self.slots, normalize_rate(self.link), cpu)
+        return Spec(self.hosts, self.slots, normalize_rate(self.link), cpu, normalize_delay(self.delay))
 
 
 @dataclass
@@ -143,6 +182,9 @@ class Host:
     cgroup: str
     """cgroup v1 ``cpu`` directory of the host (its sshd and everything it starts), or ``""``."""
     sshd_pid: int = 0
+    delay_pid: int = 0
+    """The host's delay line (0: no delay), bound to NFQUEUE queue ``queue`` in the host's namespace."""
+    queue: int = 0
 
 
 @dataclass
@@ -153,6 +195,11 @@ class State:
     slots: int
     link: str
     cpu: dict[int, float]
+    delay: str = ""
+    """One-way delay between hosts (``""``: none); :mod:`.delay`."""
+    tcp_buffer_max: int = 0
+    """Largest TCP buffer (bytes) set in every host's namespace for the delay's bandwidth-delay product (0: the
+    kernel's defaults)."""
     interface: str = IFNAME
     bridge: str = BRIDGE
     bridge_address: str = BRIDGE_ADDRESS
@@ -171,7 +218,7 @@ class State:
         return [h.address for h in self.hosts]
 
     def spec(self) -> Spec:
-        return Spec(len(self.hosts), self.slots, self.link, dict(self.cpu))
+        return Spec(len(self.hosts), self.slots, self.link, dict(self.cpu), self.delay)
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)

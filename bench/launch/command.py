@@ -9,7 +9,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from .. import watchdog
-from ..cluster import horovodrun_args
+from ..cluster import horovodrun_args, parse_delay
 from ..config import HOROVOD_DEFAULTS, RunConfig
 from ..layout import REPO_ROOT
 from ..placement import processes
@@ -39,9 +39,12 @@ def network(cfg: RunConfig, emulated: dict | None) -> dict:
     """What system.json records of the interconnect between the job's hosts."""
     if emulated is None:
         return {"emulated": False, "interface": cfg.launch.network_interface or None}
-    return {"emulated": True, "link": emulated["link"] or "unshaped", "latency_emulated": False,
+    return {"emulated": True, "link": emulated["link"] or "unshaped", "latency_emulated": bool(emulated["delay"]),
+            "link_delay": emulated["delay"] or "0ms", "link_delay_s": parse_delay(emulated["delay"]),
             "interface": emulated["network_interface"], "hosts_by_rank": emulated["hosts"], "cpu": emulated.get("cpu"),
-            "note": "network namespaces on one machine; bandwidth shaped with tbf, latency not emulated"}
+            "note": "network namespaces on one machine; bandwidth shaped with tbf, " + (
+                "latency: each host's ingress held link_delay by its delay line (NFQUEUE), a round trip between hosts "
+                "2 x link_delay" if emulated["delay"] else "latency not emulated (link_delay 0)")}
 
 
 def horovod_environment(cfg: RunConfig, base: dict | None = None) -> dict[str, str]:

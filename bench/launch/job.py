@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from .. import BenchError, cpu_idle
+from ..cluster import DelayLineDown, watched
 from ..config import RunConfig
 from ..layout import REPO_ROOT
 from ..placement import cluster_held, emulated_cluster, host_shares, processes
@@ -77,6 +78,7 @@ def _execute_job(cfgs: list[RunConfig], run_dirs: list[Path], echo: bool, env: d
     t0 = time.time()
     reason = None
     with contextlib.ExitStack() as stack:
+        watch = stack.enter_context(watched(emulated, run_dirs))  # the delay lines, if any, checked while it runs
         logs = [stack.enter_context(open(d / "launch.log", "a")) for d in run_dirs]
         log = Tee(logs)
         log.write("$ " + " ".join(cmd) + "\n")
@@ -86,7 +88,9 @@ def _execute_job(cfgs: list[RunConfig], run_dirs: list[Path], echo: bool, env: d
         reader.start()
         try:
             with signals_end_the_job():
-                rc = proc.wait(timeout=timeout_s)
+                rc = watch.wait(proc, timeout_s)
+        except DelayLineDown as e:
+            reason = str(e)
         except subprocess.TimeoutExpired:
             reason = f"timeout: job still running after timeout_s={timeout_s:g} s; killed"
         except KeyboardInterrupt:

@@ -56,6 +56,16 @@ def system_ready():
     cluster("down", check=False)
 
 
+@pytest.fixture(scope="module")
+def cluster_ready():
+    """For a module of cluster tests (imported there and named in its ``usefixtures``): the system packages, no
+    cluster before, none after."""
+    subprocess.run(["bash", str(REPO / "scripts" / "setup-cluster.sh")], check=True, timeout=900)
+    cluster("down")
+    yield
+    cluster("down", check=False)
+
+
 def suite_objects() -> dict:
     """Everything with the suite's names, each looked up directly (not through bench.cluster)."""
     netns = sorted(line.split()[0] for line in sh("ip", "netns", "list").stdout.splitlines() if line.startswith("dbemu-"))

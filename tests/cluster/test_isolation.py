@@ -15,18 +15,11 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, run_algorithm
-from test_cluster import ENV, _skip_reason, cluster, suite_objects  # noqa: F401 (module skip, helpers)
+from test_cluster import ENV, _skip_reason, cluster, cluster_ready, suite_objects  # noqa: F401 (module skip, helpers, fixture)
 
-pytestmark = pytest.mark.skipif(_skip_reason() is not None, reason=_skip_reason() or "")
+pytestmark = [pytest.mark.skipif(_skip_reason() is not None, reason=_skip_reason() or ""),
+              pytest.mark.usefixtures("cluster_ready")]
 CPU = Path("/sys/fs/cgroup/cpu")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def cluster_ready():
-    subprocess.run(["bash", str(REPO / "scripts" / "setup-cluster.sh")], check=True, timeout=900)
-    cluster("down")
-    yield
-    cluster("down", check=False)
 
 
 def quota(host: int) -> float:

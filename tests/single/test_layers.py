@@ -134,12 +134,6 @@ def test_every_comm_mark_says_what_goes_where():
 
 # -- import cycles ------------------------------------------------------------------------------------------------
 
-KNOWN_CYCLES = [{"bench.cluster.lifecycle", "bench.cluster.slurm"}]
-"""Cycles that exist and are being broken elsewhere (bench/cluster: slurm.py imports lifecycle's private ``_lock``
-inside functions). The cycle test allows exactly these; a second test fails once one is gone, so that it is
-removed from this list."""
-
-
 def import_graph() -> dict[str, set[str]]:
     """Suite module -> the suite modules it imports, anywhere in the file (lazy imports included), as written: the
     parent packages Python imports on the way are not edges (importing ``bench.cluster.spec`` runs
@@ -200,11 +194,5 @@ def test_no_import_cycle_between_modules_of_bench():
     """No module of bench imports, directly or through others, a module that imports it (the same layer included,
     lazy imports included): such a pair works only in one import order, or only because one side waits to import
     inside a function."""
-    found = [c for c in cycles(import_graph()) if c not in KNOWN_CYCLES]
+    found = cycles(import_graph())
     assert not found, f"import cycles: {[sorted(c) for c in found]}"
-
-
-def test_each_known_cycle_still_exists():
-    present = cycles(import_graph())
-    gone = [sorted(c) for c in KNOWN_CYCLES if c not in present]
-    assert not gone, f"the import cycle {gone} is broken: remove it from KNOWN_CYCLES in tests/single/test_layers.py"
