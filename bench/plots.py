@@ -400,7 +400,7 @@ def throughput_vs_link(summary: pd.DataFrame, links: list[str], title: str = "th
         ax.set_xticks(range(len(order)))
         ax.set_xticklabels(order, rotation=30, ha="right")
         ax.set_yscale("log")
-        ax.set_xlabel("link (bandwidth only; latency not emulated)")
+        ax.set_xlabel("link")
         ax.set_ylabel("samples / s, all workers (median, 95 % interval)")
         ax.set_title(fam)
         ax.legend(fontsize=7, title=None)

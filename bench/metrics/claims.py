@@ -104,7 +104,7 @@ RULES: tuple[Rule, ...] = (
 )
 """Every seed claim, declared once, before the runs."""
 
-CELL = ["hardware", "link", "straggler", "np", "point"]
+CELL = ["hardware", "link", "link_delay", "straggler", "np", "point"]
 """What makes a cell, beside the algorithm (a regimes cells table's columns; ``point``: the grid tag without the
 repeat)."""
 
@@ -116,8 +116,9 @@ def with_straggler_pace(cells: pd.DataFrame) -> pd.DataFrame:
     if df.empty:
         df["straggler_pace"] = []
         return df
-    calm = df[df["straggler"] == "none"].groupby(["algorithm", "hardware", "link", "np", "repeat"])["throughput"].median()
-    base = [calm.get(key, math.nan) for key in zip(df["algorithm"], df["hardware"], df["link"], df["np"], df["repeat"])]
+    same = ["algorithm", "hardware", "link", "link_delay", "np", "repeat"]
+    calm = df[df["straggler"] == "none"].groupby(same)["throughput"].median()
+    base = [calm.get(key, math.nan) for key in zip(*(df[c] for c in same))]
     df["straggler_pace"] = np.where(df["straggler"] != "none", df["throughput"] / np.asarray(base, dtype=float), math.nan)
     return df
 
@@ -171,6 +172,12 @@ def tests(rule: Rule, cells: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=cols)
 
 
+def _delay(row) -> str:
+    """`` +<delay>`` of a test's link in the evidence, nothing where there is no delay."""
+    delay = getattr(row, "link_delay", "0ms")
+    return "" if delay in ("", "0ms") or not isinstance(delay, str) else f" +{delay}"
+
+
 def _fmt(v: float, spec: str = ".2f") -> str:
     return "n/a" if v is None or not math.isfinite(float(v)) else format(float(v), spec)
 
@@ -184,7 +191,7 @@ def verdict(rule: Rule, cells: pd.DataFrame) -> dict:
         return {**row, "verdict": "not testable here",
                 "evidence": f"the study has no cell of this rule ({', '.join(rule.subjects)} beside "
                             f"{', '.join(rule.references)} where the rule applies); {PUBLISHED}"}
-    lines = [f"{r.subject} vs {r.reference} at {r.link}/{r.straggler}/np{r.np}{'/' + r.point if r.point else ''}: "
+    lines = [f"{r.subject} vs {r.reference} at {r.link}{_delay(r)}/{r.straggler}/np{r.np}{'/' + r.point if r.point else ''}: "
              f"x{_fmt(r.effect)} [{_fmt(r.ci_low)}, {_fmt(r.ci_high)}], n={r.n}"
              + (f", ceiling {_fmt(r.ceiling)}" if math.isfinite(r.ceiling) else "") for r in t.itertuples()]
     few = t["n"] < MIN_N

@@ -27,7 +27,7 @@ def status_summary(status: pd.DataFrame) -> str:
 
 def hardware_table(runs: list[Run]) -> pd.DataFrame:
     """One row per hardware id: hosts (as the launcher named them), CPU, GPUs, interconnect (an emulated cluster's
-    link rate, marked emulated: bandwidth only, no latency), torch / horovod versions (from system.json)."""
+    link rate and one-way delay, marked emulated), torch / horovod versions (from system.json)."""
     rows = {}
     for r in runs:
         s = r.system
@@ -36,8 +36,9 @@ def hardware_table(runs: list[Run]) -> pd.DataFrame:
             continue
         gpus = s.get("gpus") or []
         net = s.get("network") or {}
-        interconnect = (f"emulated {net.get('link', '?')} (bandwidth only, latency not emulated)" if net.get("emulated")
-                        else s.get("interconnect") or "")
+        delay = net.get("link_delay") or "0ms"
+        interconnect = (f"emulated {net.get('link', '?')}, " + (f"one-way delay {delay}" if delay != "0ms" else "no delay")
+                        if net.get("emulated") else s.get("interconnect") or "")
         rows[hw] = {"hardware": hw, "hosts": ",".join(sorted(set(s.get("hosts_by_rank") or [s.get("hostname", "")]))),
                     "cpu_model": s.get("cpu_model"), "cpu_cores": s.get("cpu_cores"),
                     "gpus": f"{len(gpus)} x {gpus[0].get('name', gpus[0]) if isinstance(gpus[0], dict) else gpus[0]}" if gpus else "",

@@ -29,7 +29,9 @@ def system_md(study: Study, runs: list[Run]) -> str:
     lines = [f"# System of study `{study.name}`", "", f"{study.spec.description}", ""]
     seen: set[tuple[str, str]] = set()
     for r in runs:
-        hw, link = r.label["hardware"], ((r.system or {}).get("network") or {}).get("link") or ""
+        net = (r.system or {}).get("network") or {}
+        delay = net.get("link_delay") or "0ms"
+        hw, link = r.label["hardware"], (net.get("link") or "") + (f" +{delay}" if delay != "0ms" else "")
         if (hw, link) in seen or not r.system:
             continue
         seen.add((hw, link))

@@ -34,9 +34,14 @@ FIGURES = {
 }
 """What each published figure shows (the README's list; a figure not named here is listed without a caption)."""
 
+NO_LATENCY = ("- **No latency** in this study's links (link_delay 0: a host-to-host round trip of about 0.01-0.07 "
+              "ms): methods that send many small messages (gossip, parameter servers) would lose ground on a network "
+              "with latency; the emulated cluster can delay its links (`--set link_delay=...`, docs/wan.md).")
+"""The first limit of a study whose runs had no link delay."""
+LATENCY = ("- **Latency is a user-space delay line** per host (NFQUEUE; `docs/results/link/`: round trips within 10 % "
+           "+ 0.1 ms of 2 x link_delay, rates held): no loss, no reordering and no jitter beyond the machine's own.")
+"""The first limit of a study whose runs had a link delay."""
 LIMITS = [
-    "- **Latency is not emulated**, only bandwidth (token-bucket shaping; this kernel has no netem): methods that send "
-    "many small messages (gossip, parameter servers) would lose ground on a real high-latency network.",
     "- **Scaled-down hosts**: every emulated host (the parameter server's included) runs inside a fixed share of one "
     "core of a 2-core VM, its communication threads included; real hosts have whole machines, so the compute and the "
     "per-message costs here are not a cluster's, and the communication share of the fastest link has a floor set by "
@@ -111,6 +116,12 @@ def _time_text(span_s: float, busy_s: float) -> str:
     return f"**{span_s / 60:.0f} min** from the first start to the last end" if math.isfinite(span_s) else "an unknown time"
 
 
+def _delayed(dest: Path) -> bool:
+    """Whether any of the study's links had a delay (``tables/links.csv``'s ``link_delay``; absent: none)."""
+    lk = _csv(dest / "tables" / "links.csv")
+    return "link_delay" in lk and bool((lk["link_delay"].fillna("0ms").astype(str) != "0ms").any())
+
+
 def _links_lines(dest: Path, calibrated: bool) -> list[str]:
     lk = _csv(dest / "tables" / "links.csv")
     if lk.empty:
@@ -121,7 +132,8 @@ def _links_lines(dest: Path, calibrated: bool) -> list[str]:
                "bytes a step, bandwidth only) " if calibrated else
                "the share aimed for (none: the rates are fixed in the study's file) ")
             + "and the share measured in `sync`'s runs without a straggler ((communication + wait) / step over the "
-              "timed steps).", ""] + md_table(lk, ["link", "share_aimed", "np", "median", "ci_low", "ci_high", "n"])
+              "timed steps).", ""] + md_table(lk, [c for c in ["link", "link_delay", "share_aimed", "np", "median", "ci_low", "ci_high", "n"]
+                           if c in lk])
 
 
 def _noise_lines(dest: Path) -> list[str]:
@@ -163,5 +175,6 @@ def published_readme(study: Study, dest: Path, runs: pd.DataFrame, span_s: float
     if figures:
         lines += ["", "## Figures", ""]
         lines += [f"- `figures/{f}`" + (f": {FIGURES[f]}" if f in FIGURES else "") for f in figures]
-    lines += ["", "## What these results cannot show", "", *LIMITS, ""]
+    delayed = _delayed(dest)
+    lines += ["", "## What these results cannot show", "", LATENCY if delayed else NO_LATENCY, *LIMITS, ""]
     return "\n".join(lines)

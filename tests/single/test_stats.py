@@ -104,7 +104,7 @@ def cells_frame(effects: dict[str, float], repeats: int, sd: float = 0.02, link:
         tp = base * effect * (noisy(rng, repeats, 1.0, sd) if algo != "sync" else 1.0)
         for k in range(repeats):
             rows.append({"hardware": f"emu-{link}", "study": "s", "algorithm": algo, "np": 4, "tag": f"r{k}",
-                         "repeat": k, "point": "", "link": link, "straggler": "none", "throughput": tp[k],
+                         "repeat": k, "point": "", "link": link, "link_delay": "0ms", "straggler": "none", "throughput": tp[k],
                          "slowest_worker_rate": tp[k] / 4, "throughput_window": "all-active",
                          "comm_share": comm_share, "time_to_target_s": 1000.0 / tp[k], "censored": False,
                          "final_accuracy": 0.9, "mean_staleness": math.nan, "regime": f"{link}, no straggler"})
