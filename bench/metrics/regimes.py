@@ -17,7 +17,7 @@ to the target held-out accuracy (interpolated, censored at the training time whe
 ``target_speedup_vs_sync`` (sync's time to it / the run's), held-out accuracy after a fixed wall-clock budget, final
 held-out accuracy, mean staleness where the algorithm records it.
 
-Over repeats: :func:`summary` (per cell: median, olympic mean, 95 % bootstrap interval, n) and :func:`versus_sync`
+Over repeats: :func:`summary` (per cell: median, olympic mean, mean with its 95 % t-interval, n) and :func:`versus_sync`
 (paired ratios against sync with an outcome), :mod:`bench.metrics.stats`; :func:`winners` ranks cells by their median.
 The seeds' claims are rules declared in :mod:`bench.metrics.claims`.
 """
@@ -142,8 +142,8 @@ COMPARED_METRICS = ["throughput", "slowest_worker_rate", "time_to_target_s"]
 
 
 def summary(cells: pd.DataFrame) -> pd.DataFrame:
-    """Per cell (algorithm, hardware, link, link delay, straggler, np, point) and metric: n, median, olympic mean, 95 % bootstrap
-    interval of the median over the repeats (NaN with fewer than 3), censored repeats of the time to target."""
+    """Per cell (algorithm, hardware, link, link delay, straggler, np, point) and metric: n, median, olympic mean, and the
+    mean over the repeats with its 95 % t-interval (NaN with fewer than 3), censored repeats of the time to target."""
     return stats.summarize(cells, ["algorithm", *claim_rules.CELL], SUMMARY_METRICS)
 
 
@@ -212,13 +212,13 @@ def links(cells: pd.DataFrame, reference: str = "sync") -> pd.DataFrame:
     """Per link (slowest first): its rate, the communication share of ``reference``'s step it was calibrated for
     (``share_aimed``; NaN for a link not calibrated) and the share measured in the reference's runs without a
     straggler (median, 95 % interval over the repeats, n): how far the link regimes span."""
-    cols = ["link", "link_delay", "link_gbps", "share_aimed", "np", "median", "ci_low", "ci_high", "n"]
+    cols = ["link", "link_delay", "link_gbps", "share_aimed", "np", "mean", "ci_low", "ci_high", "n"]
     ref = cells[(cells["algorithm"] == reference) & (cells["straggler"] == "none")] if not cells.empty else cells
     rows = []
     for (link, delay, n), g in (ref.groupby(["link", "link_delay", "np"], sort=False) if not ref.empty else []):
         d = stats.describe(g["comm_share"])
         rows.append({"link": link, "link_delay": delay, "link_gbps": g["link_gbps"].iloc[0], "share_aimed": g["link_share_aimed"].median(),
-                     "np": n, "median": d["median"], "ci_low": d["ci_low"], "ci_high": d["ci_high"], "n": d["n"]})
+                     "np": n, "mean": d["mean"], "ci_low": d["ci_low"], "ci_high": d["ci_high"], "n": d["n"]})
     out = pd.DataFrame(rows, columns=cols)
     order = {lk: i for i, lk in enumerate(link_order(out["link"]))}
     return out.sort_values(["link", "link_delay", "np"], ignore_index=True,

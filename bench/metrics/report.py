@@ -48,11 +48,11 @@ def hardware_table(runs: list[Run]) -> pd.DataFrame:
     return pd.DataFrame(list(rows.values()), columns=cols)
 
 
-def interval_text(median: float, low: float, high: float, fmt: str = ".2f") -> str:
-    """``median [low, high]`` (``median`` alone where the interval is undefined; empty where the median is)."""
-    if not math.isfinite(median):
+def interval_text(center: float, low: float, high: float, fmt: str = ".2f") -> str:
+    """``center [low, high]`` (``center`` alone where the interval is undefined; empty where the center is)."""
+    if not math.isfinite(center):
         return ""
-    text = format(median, fmt)
+    text = format(center, fmt)
     return f"{text} [{format(low, fmt)}, {format(high, fmt)}]" if math.isfinite(low) and math.isfinite(high) else text
 
 
@@ -98,7 +98,7 @@ def _interval_texts(summary: pd.DataFrame, formats: dict[str, str]) -> dict[tupl
         return out
     for r in summary[summary["metric"].isin(formats)].itertuples(index=False):
         cell = out.setdefault((r.hardware, r.algorithm, int(r.np), r.point if isinstance(r.point, str) else ""), {})
-        cell[r.metric] = interval_text(r.median, r.ci_low, r.ci_high, formats[r.metric])
+        cell[r.metric] = interval_text(r.mean, r.ci_low, r.ci_high, formats[r.metric])
         if r.metric == "time_to_target_s":
             cell["censored"] = int(r.censored)
     return out
@@ -107,7 +107,7 @@ def _interval_texts(summary: pd.DataFrame, formats: dict[str, str]) -> dict[tupl
 def summary_table(speedup: pd.DataFrame, speedup_summary: pd.DataFrame, regimes_summary: pd.DataFrame) -> pd.DataFrame:
     """The report's first table: one row per configuration (hardware, algorithm, workers, grid point) of speedup.csv
     (``speedup``: its repeats and which one-worker run S(n) divides by) with what the analysis tables hold for it:
-    the median over its repeats and the 95 % bootstrap interval of the median (none below 3 repeats) of throughput
+    the mean over its repeats (geometric) and its 95 % t-interval (none below 3 repeats) of throughput
     and speedup S(n) (speedup_summary.csv), of the time to the target (``censored``: the repeats that never reached
     it, whose time is their training time, a lower bound) and of the final held-out accuracy (regimes_summary.csv)."""
     if speedup.empty:

@@ -139,7 +139,7 @@ def te_grid(runs: list[Run], a: str, b: str, param: str, window: float | None = 
             stride: float | None = None) -> pd.DataFrame:
     """E(a, b) for each (hardware, np, ``param``) configuration both algorithms ran, e.g. ``param`` =
     ``communication_window`` (Hermans' λ): runs matched on hardware, np, the value of ``param`` and the repeat (the
-    same seed), E per repeat pair, then the median over the pairs with the 95 % bootstrap interval of the median (NaN
+    same seed), E per repeat pair, then the geometric mean over the pairs with its 95 % t-interval (NaN
     with fewer than 3 pairs; :func:`bench.metrics.stats.describe`). Columns: hardware, np, ``param``, E, ci_low,
     ci_high, n (defined pairs), winner: ``a`` or ``b`` where the interval excludes 1, ``inconclusive`` where it does
     not; with fewer than 3 pairs, the side of E (``tie`` at 1; ``undefined`` where no pair is defined)."""
@@ -162,7 +162,7 @@ def te_grid(runs: list[Run], a: str, b: str, param: str, window: float | None = 
     rows = []
     for (hw, n, value), es in by_config.items():
         d = describe(es)
-        e = d["median"]
+        e = d["mean"]
         where = side(d)
         winner = {"faster": a, "slower": b}.get(where, where)
         rows.append({"hardware": hw, "np": n, param: value, "E": e, "ci_low": d["ci_low"], "ci_high": d["ci_high"],

@@ -65,7 +65,7 @@ def speedup_lines(dest: Path) -> list[str]:
     if sm.empty:
         return []
     sm["point"] = sm["point"].fillna("").astype(str)
-    sp = sm[sm["metric"] == "speedup"].dropna(subset=["median"])
+    sp = sm[sm["metric"] == "speedup"].dropna(subset=["mean"])
     if not (sp["np"] > 1).any():
         return []
     ns = sorted(sp["np"].unique())
@@ -75,17 +75,17 @@ def speedup_lines(dest: Path) -> list[str]:
         by_n = g.set_index("np")
         row = {"grid point": pt or "(none)", "algorithm": algo, "repeats": int(g["n"].min())}
         for n in ns:
-            row[f"S({n})"] = (interval_text(by_n.at[n, "median"], by_n.at[n, "ci_low"], by_n.at[n, "ci_high"])
+            row[f"S({n})"] = (interval_text(by_n.at[n, "mean"], by_n.at[n, "ci_low"], by_n.at[n, "ci_high"])
                               if n in by_n.index else "")
         top = int(g["np"].max())
         e = eff.loc[(pt, algo, top)] if (pt, algo, top) in eff.index else None
-        row["S(n)/n at the largest n"] = (f"{interval_text(e['median'], e['ci_low'], e['ci_high'])} (n = {top})"
+        row["S(n)/n at the largest n"] = (f"{interval_text(e['mean'], e['ci_low'], e['ci_high'])} (n = {top})"
                                           if e is not None else "")
         rows.append(row)
     table = pd.DataFrame(rows)
     return ["", "## Speedup over n (`tables/speedup_summary.csv`, `figures/speedup/speedup_over_n.png`)", "",
             "S(n) = throughput at n workers / throughput at one worker (the algorithm's own, else `sync`'s; paired on "
-            "the repeat and the grid point), median [95 % bootstrap interval of the median] over the repeats; a "
+            "the repeat and the grid point), geometric mean [95 % t-interval] over the repeats; a "
             "method at one worker is plain SGD, so S(1) is `sync`'s. Throughput measures hardware efficiency only: "
             "what each sample is worth to the model is in the time-to-target figures.", ""] + \
         md_table(table, list(table.columns))
@@ -93,7 +93,7 @@ def speedup_lines(dest: Path) -> list[str]:
 
 def te_lines(dest: Path) -> list[str]:
     """The README's temporal-efficiency section, from ``tables/te_grid.csv`` and ``metrics/temporal_efficiency.json``:
-    E(a, b) per hardware, workers and hyperparameter value, median [95 % interval] over the seeds and the winner; none
+    E(a, b) per hardware, workers and hyperparameter value, geometric mean [95 % t-interval] over the seeds and the winner; none
     where no configuration ran both algorithms."""
     grid, metrics = _csv(dest / "tables" / "te_grid.csv"), dest / "metrics" / "temporal_efficiency.json"
     if grid.empty or not metrics.is_file() or grid["E"].isna().all():
@@ -104,8 +104,8 @@ def te_lines(dest: Path) -> list[str]:
     grid["E [95 % interval]"] = [interval_text(e, lo, hi) for e, lo, hi in zip(grid["E"], grid["ci_low"], grid["ci_high"])]
     return ["", f"## Temporal efficiency E({a}, {b}) (`tables/te_grid.csv`, `figures/temporal_efficiency/te_grid.png`)",
             "", f"E = the area under {a}'s training-accuracy curve over wall-clock time / {b}'s, up to the shorter run's "
-                f"end (Hermans 2017; > 1: {a} learns sooner), per seed, then the median over the seeds with its 95 % "
-                f"bootstrap interval; the winner is named only where the interval excludes 1.", ""] + \
+                f"end (Hermans 2017; > 1: {a} learns sooner), per seed, then the geometric mean over the seeds with its 95 % "
+                f"t-interval; the winner is named only where the interval excludes 1.", ""] + \
         md_table(grid, ["hardware", "np", param, "E [95 % interval]", "n", "winner"])
 
 
@@ -132,7 +132,7 @@ def _links_lines(dest: Path, calibrated: bool) -> list[str]:
                "bytes a step, bandwidth only) " if calibrated else
                "the share aimed for (none: the rates are fixed in the study's file) ")
             + "and the share measured in `sync`'s runs without a straggler ((communication + wait) / step over the "
-              "timed steps).", ""] + md_table(lk, [c for c in ["link", "link_delay", "share_aimed", "np", "median", "ci_low", "ci_high", "n"]
+              "timed steps).", ""] + md_table(lk, [c for c in ["link", "link_delay", "share_aimed", "np", "mean", "ci_low", "ci_high", "n"]
                            if c in lk])
 
 
@@ -141,7 +141,7 @@ def _noise_lines(dest: Path) -> list[str]:
     if sm.empty:
         return []
     tp = sm[(sm["metric"] == "throughput") & (sm["n"] >= 3)]
-    width = ((tp["ci_high"] - tp["ci_low"]) / tp["median"]).dropna()
+    width = ((tp["ci_high"] - tp["ci_low"]) / tp["mean"]).dropna()
     if not len(width):
         return []
     return ["", "## Run-to-run noise", "",

@@ -75,7 +75,7 @@ class StudySpec:
     repeats: int = 1
     """Runs of every planned point, each with its own model initialisation and shard order (``seed`` + k for repeat
     k; the train/held-out split, ``split_seed``, stays fixed). With more than one, run names end ``r<k>`` and every
-    aggregate is per cell over the repeats (median, olympic mean, 95 % bootstrap interval; bench.metrics.stats)."""
+    aggregate is per cell over the repeats (median, olympic mean, mean with its 95 % t-interval; bench.metrics.stats)."""
     target_accuracy: float | None = None
     """Held-out accuracy whose time-to-reach the convergence and regimes notebooks report; None: derived,
     ``target_fraction`` x the final held-out accuracy of the study's calibration run (sync, np 1:
