@@ -30,6 +30,7 @@ import pandas as pd
 
 from .. import BenchError
 from ..config import normalize_delay, parse_delay, parse_rate
+from ..registration import judged
 from ..results import Run
 from . import claims as claim_rules
 from . import stats
@@ -85,8 +86,9 @@ def regime_label(link: str, straggler: str, delay: str = "0ms") -> str:
     return f"{where}, {'no straggler' if straggler == 'none' else 'straggler ' + straggler}"
 
 
-def cell(run: Run, target: float, budget_s: float) -> dict:
-    """One run's row of :func:`cell_table`."""
+def cell(run: Run, target: float, budget_s: float, registration: dict | None = None) -> dict:
+    """One run's row of :func:`cell_table`: its figures, its workload (training profile) and ``judged``: why a verdict
+    may not use it under the study's ``registration`` (:func:`bench.registration.judged`; empty: it may)."""
     steps = timed_steps(run.steps)
     step_total = float(steps["step_s"].sum()) if not steps.empty else math.nan
     comm = float((steps["comm_s"].fillna(0) + steps["wait_s"].fillna(0)).sum()) if not steps.empty else math.nan
@@ -94,33 +96,35 @@ def cell(run: Run, target: float, budget_s: float) -> dict:
     link = link_of(run)
     tp = throughput(run)
     to_target, censored = time_to_target(run.evals, target, run.summary.get("train_s"))
-    return {**labels(run), "point": point_of(run), "link": link, "link_delay": delay_of(run),
+    return {**labels(run), "workload": run.config.get("profile") or "", "point": point_of(run), "link": link,
+            "link_delay": delay_of(run),
             "link_gbps": link_gbps(link), "link_share_aimed": run.config.get("launch", {}).get("link_share_aimed") or math.nan,
             "straggler": straggler_of(run),
             "throughput": tp["throughput"], "throughput_window": tp["window"],
             "slowest_worker_rate": tp["slowest_worker_rate"], "comm_share": comm / step_total if step_total else math.nan,
             "time_to_target_s": to_target, "censored": censored, "accuracy_at_budget": accuracy_after_time(run.evals, budget_s),
             "final_accuracy": run.summary.get("final_accuracy"), "mean_staleness": float(stale.mean()) if len(stale) else math.nan,
-            "train_s": run.summary.get("train_s")}
+            "train_s": run.summary.get("train_s"), "judged": judged(run.system or {}, registration)}
 
 
-CELL_COLUMNS = [*KEYS, "repeat", "point", "link", "link_delay", "link_gbps", "link_share_aimed", "straggler", "throughput", "throughput_window",
+CELL_COLUMNS = [*KEYS, "repeat", "workload", "point", "link", "link_delay", "link_gbps", "link_share_aimed", "straggler", "throughput", "throughput_window",
                 "slowest_worker_rate", "comm_share", "time_to_target_s", "censored", "accuracy_at_budget", "final_accuracy",
-                "mean_staleness", "train_s"]
+                "mean_staleness", "train_s", "judged"]
 
 
-def cell_table(runs: list[Run], target: float, budget_s: float, reference: str = "sync") -> pd.DataFrame:
+def cell_table(runs: list[Run], target: float, budget_s: float, reference: str = "sync",
+               registration: dict | None = None) -> pd.DataFrame:
     """One row per ``ok`` run with its regime, repeat and figures, and ``speedup_vs_<reference>`` against the
     reference in the same cell and repeat (paired). A censored time to target (never reached) is the run's training
     time with ``censored`` true: kept, never dropped."""
-    rows = [cell(r, target, budget_s) for r in ok_runs(runs)]
+    rows = [cell(r, target, budget_s, registration) for r in ok_runs(runs)]
     df = pd.DataFrame(rows, columns=CELL_COLUMNS)
     if df.empty:
         df[f"speedup_vs_{reference}"] = []
         df[f"target_speedup_vs_{reference}"] = []
         df["regime"] = []
         return df
-    same_cell = ["hardware", "link_delay", "straggler", "np", "point", "repeat"]
+    same_cell = ["hardware", "workload", "link_delay", "straggler", "np", "point", "repeat"]
     ref = df[df["algorithm"] == reference].groupby(same_cell)[["throughput", "time_to_target_s"]].mean()
     keys = list(zip(*(df[c] for c in same_cell)))
 
@@ -225,9 +229,10 @@ def links(cells: pd.DataFrame, reference: str = "sync") -> pd.DataFrame:
                            key=lambda c: c.map(order) if c.name == "link" else c.map(parse_delay_s) if c.name == "link_delay" else c)
 
 
-def claims(cells: pd.DataFrame) -> pd.DataFrame:
-    """Every seed claim's verdict from its pre-registered rule (:mod:`bench.metrics.claims`): claims.csv."""
-    return claim_rules.claims(cells)
+def claims(cells: pd.DataFrame, names="all", registration: dict | None = None) -> pd.DataFrame:
+    """The verdict of every seed claim the study names (``names``: its ``claims``) from its pre-registered rule, per
+    workload, under its ``registration`` (:mod:`bench.metrics.claims`): claims.csv."""
+    return claim_rules.claims(cells, claim_rules.select(names), registration)
 
 
 def noise(first: pd.DataFrame, second: pd.DataFrame, column: str = "throughput") -> pd.DataFrame:

@@ -87,7 +87,7 @@ def planned_runs(study: Study, algorithm: str) -> list[RunConfig]:
         cfg = resolve(algorithm, np=n, profile=study.profile, hardware=hardware,
                       overrides=resolve_link(overrides, calibration), study=study.name,
                       tag=repeat_tag(tag, k, repeats), params_file=study.params_file)
-        cfg.train.seed += k  # a repeat changes the initialisation and the shard order; split_seed stays
+        cfg.train.seed += study.spec.seed_offset + k  # a repeat changes the initialisation and the shard order; split_seed stays
         cfg.repeat = k
         runs.append(cfg)
     return runs

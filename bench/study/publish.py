@@ -9,18 +9,45 @@ from pathlib import Path
 
 import pandas as pd
 
-from .. import BenchError
+from .. import BenchError, registration
 from ..metrics.selection import key
 from ..results import Run, load_runs
 from .readme import published_readme
-from .spec import Study
+from .spec import Study, load_study
 
 
-def runs_table(runs: list[Run]) -> pd.DataFrame:
-    """runs.csv: every run's key, algorithm, hardware, status (with the reason of a failed one), wall time and commit."""
-    return pd.DataFrame([{"run": key(r), "algorithm": r.label["algorithm"], "hardware": r.label["hardware"],
-                          "status": r.status, "reason": r.summary.get("reason", ""), "wall_s": r.summary.get("wall_s"),
-                          "git_commit": (r.system.get("git") or {}).get("commit")} for r in runs])
+def runs_table(runs: list[Run], registered: dict | None = None) -> pd.DataFrame:
+    """runs.csv: every run's key, algorithm, hardware, status (with the reason of a failed one), wall time, and its
+    provenance: the commit, whether the tree was dirty, its configuration's hash, the registration it ran under, and
+    ``judged``: why a verdict may not use it under the study's registration ``registered`` (empty: it may)."""
+    rows = []
+    for r in runs:
+        git, prov = r.system.get("git") or {}, r.system.get("provenance") or {}
+        rows.append({"run": key(r), "algorithm": r.label["algorithm"], "hardware": r.label["hardware"],
+                     "status": r.status, "reason": r.summary.get("reason", ""), "wall_s": r.summary.get("wall_s"),
+                     "git_commit": git.get("commit"), "dirty": git.get("dirty"), "config_hash": prov.get("config_sha256"),
+                     "registration": ((prov.get("registration") or {}).get("sha256") or "")[:12],
+                     "judged": registration.judged(r.system, registered)})
+    return pd.DataFrame(rows)
+
+
+REFUSED = ("run from a dirty tree", "run without a git record", "run before the registration",
+           "run under another registration")
+"""What makes ``publish`` refuse a registered study (its runs are judged): exploratory cells are published as such."""
+
+
+def check_registered(study: Study, table: pd.DataFrame, registered: dict | None) -> None:
+    """A registered study is published only from runs its registration allows (or exploratory cells, marked so):
+    BenchError naming the runs made from a dirty tree, before the registration, or under another one."""
+    if registered is None:
+        return
+    bad = table[table["judged"].str.startswith(REFUSED)]
+    if not bad.empty:
+        listed = "; ".join(f"{r.run} ({r.judged})" for r in bad.head(5).itertuples())
+        more = f" and {len(bad) - 5} more" if len(bad) > 5 else ""
+        raise BenchError(f"study {study.name!r} is registered ({registered['sha256'][:12]}), but {len(bad)} of its "
+                         f"runs cannot carry its verdicts: {listed}{more}; run them again under the registration, or "
+                         f"remove them")
 
 
 def system_md(study: Study, runs: list[Run]) -> str:
@@ -73,6 +100,15 @@ def publish(study: Study, dest: Path) -> list[Path]:
     if not layout.tables.is_dir():
         raise BenchError(f"{layout.tables} does not exist: run the study's analysis first (dvc repro)")
     dest = Path(dest)
+    runs = load_runs(layout.runs)
+    tables, claims = [], []
+    for s in [study, *(load_study(c) for c in study.spec.companions)]:  # this study, then its other workloads
+        registered = registration.load(s.name)
+        tables.append(runs_table(runs if s is study else load_runs(s.layout.runs), registered).assign(study=s.name))
+        check_registered(s, tables[-1], registered)  # before anything is written
+        if (s.layout.tables / "claims.csv").is_file():
+            claims.append(pd.read_csv(s.layout.tables / "claims.csv"))
+    table = pd.concat(tables, ignore_index=True)
     copies = [(f, dest / sub / f.name) for sub, pattern in (("tables", "*.csv"), ("metrics", "*.json"))
               for f in sorted((layout.dir / sub).glob(pattern))]
     copies += [(f, dest / "figures" / f.parent.name / f.name) for f in sorted(layout.dir.glob("figures/*/*.png"))]
@@ -82,8 +118,8 @@ def publish(study: Study, dest: Path) -> list[Path]:
     for src, dst in copies:
         dst.parent.mkdir(parents=True, exist_ok=True)
         written.append(Path(shutil.copyfile(src, dst)))
-    runs = load_runs(layout.runs)
-    table = runs_table(runs)
+    if len(claims) > 1:  # one row per claim and workload, this study's and its companions'
+        pd.concat(claims, ignore_index=True).to_csv(dest / "tables" / "claims.csv", index=False)
     table.to_csv(dest / "runs.csv", index=False)
     (dest / "system.md").write_text(system_md(study, runs))
     (dest / "README.md").write_text(published_readme(study, dest, table, *run_times(layout.runs)))

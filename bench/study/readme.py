@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..metrics.report import claims_lines, interval_text, md_table
+from ..metrics.stats import INTERVAL
 from .spec import Study
 
 FIGURES = {
@@ -116,6 +117,24 @@ def _time_text(span_s: float, busy_s: float) -> str:
     return f"**{span_s / 60:.0f} min** from the first start to the last end" if math.isfinite(span_s) else "an unknown time"
 
 
+def provenance_lines(runs: pd.DataFrame) -> list[str]:
+    """Registration and provenance, from runs.csv: under which registration the runs ran, how many a verdict may use
+    and why the others may not, the interval every verdict uses."""
+    if runs.empty or "judged" not in runs:
+        return []
+    regs = sorted({r for r in runs["registration"].fillna("").astype(str) if r})
+    why = runs.loc[runs["judged"].fillna("") != "", "judged"].value_counts()
+    dirty = int((runs["dirty"] == True).sum())  # noqa: E712 (a column of True / False / None)
+    lines = ["", "## Registration and provenance (`runs.csv`)", "",
+             (f"The runs ran under registration{'s' if len(regs) > 1 else ''} {', '.join(f'`{r}`' for r in regs)} "
+              f"(`pipelines/registrations/`: the claims' rules, cells, seeds and metrics, committed before the first "
+              f"judged run)" if regs else "The study has no registration: its verdicts are exploratory")
+             + f"; {int((runs['judged'].fillna('') == '').sum())} of {len(runs)} runs may carry a verdict, "
+             f"{dirty} ran from a dirty tree. Every run records its commit, whether the tree was dirty, the hash of "
+             f"its configuration and its registration; intervals are {INTERVAL}."]
+    return lines + ([""] + [f"- {n} run(s): {w}" for w, n in why.items()] if len(why) else [])
+
+
 def _delayed(dest: Path) -> bool:
     """Whether any of the study's links had a delay (``tables/links.csv``'s ``link_delay``; absent: none)."""
     lk = _csv(dest / "tables" / "links.csv")
@@ -167,6 +186,7 @@ def published_readme(study: Study, dest: Path, runs: pd.DataFrame, span_s: float
                 else "; the study has no calibration run (its links and target are fixed in the study's file).")]
     if (dest / "NOTES.md").is_file():
         lines += ["", "What surprised us, and why: [NOTES.md](NOTES.md)."]
+    lines += provenance_lines(runs)
     claims = claims_lines(_csv(dest / "tables" / "claims.csv"))
     if claims:
         lines += ["", "## The seed papers' claims (`tables/claims.csv`)", "", *claims]

@@ -94,6 +94,10 @@ def test_holm_adjusts_step_down_and_keeps_order():
 # ----------------------------------------------------------------------------- cells, claims
 
 
+REG = {"sha256": "f" * 64, "cells": []}
+"""A registration the synthetic cells were made under (their ``judged`` is empty)."""
+
+
 def cells_frame(effects: dict[str, float], repeats: int, sd: float = 0.02, link: str = "100mbit", seed: int = 3,
                 comm_share: float = 0.5) -> pd.DataFrame:
     """Cells of a regime: sync's throughput ~100 per repeat (varying between repeats), each algorithm's x effect."""
@@ -104,7 +108,7 @@ def cells_frame(effects: dict[str, float], repeats: int, sd: float = 0.02, link:
         tp = base * effect * (noisy(rng, repeats, 1.0, sd) if algo != "sync" else 1.0)
         for k in range(repeats):
             rows.append({"hardware": f"emu-{link}", "study": "s", "algorithm": algo, "np": 4, "tag": f"r{k}",
-                         "repeat": k, "point": "", "link": link, "link_delay": "0ms", "straggler": "none", "throughput": tp[k],
+                         "repeat": k, "workload": "regimes", "judged": "", "point": "", "link": link, "link_delay": "0ms", "straggler": "none", "throughput": tp[k],
                          "slowest_worker_rate": tp[k] / 4, "throughput_window": "all-active",
                          "comm_share": comm_share, "time_to_target_s": 1000.0 / tp[k], "censored": False,
                          "final_accuracy": 0.9, "mean_staleness": math.nan, "regime": f"{link}, no straggler"})
@@ -116,37 +120,37 @@ def by_source(table: pd.DataFrame, source: str) -> pd.Series:
 
 
 def test_claims_reproduced_inconclusive_not_reproduced_and_not_testable():
-    table = claims.claims(cells_frame({"delayed": 1.3, "layerwise": 1.25, "sgp": 2.0}, repeats=5))
-    assert list(table.columns) == claims.COLUMNS and len(table) == len(claims.RULES)
+    table = claims.claims(cells_frame({"delayed": 1.3, "layerwise": 1.25, "sgp": 2.0}, repeats=5), registration=REG)
+    assert list(table.columns) == claims.COLUMNS and len(table) == len(claims.LEGACY)
     vishnu = by_source(table, "Vishnu et al. 2017")
     assert vishnu["verdict"] == "reproduced" and vishnu["n"] == 5 and vishnu["tests"] == 2
     assert vishnu["ci_low"] > 1.0 and vishnu["effect"] == pytest.approx(1.25, rel=0.05)  # the weaker of the two
     # sgp at 2x by time: not where communication is half the step, reproduced where it dominates (a slow network)
     assert by_source(table, "Assran et al. 2019")["verdict"] == "not testable here"
-    slow = claims.claims(cells_frame({"sgp": 2.0}, repeats=5, comm_share=0.8))
+    slow = claims.claims(cells_frame({"sgp": 2.0}, repeats=5, comm_share=0.8), registration=REG)
     assert by_source(slow, "Assran et al. 2019")["verdict"] == "reproduced"
     lasgd = by_source(table, "LASGD, 2022")
     assert lasgd["verdict"] == "not testable here"  # lasgd did not run: the published study is named
     assert "docs/results/regimes/tables/claims.csv" in lasgd["evidence"]
     # one subject no better than sync (identical figures): not every test supports -> inconclusive
-    same = claims.claims(cells_frame({"delayed": 1.3, "layerwise": 1.0}, repeats=5, sd=0.0))
+    same = claims.claims(cells_frame({"delayed": 1.3, "layerwise": 1.0}, repeats=5, sd=0.0), registration=REG)
     assert by_source(same, "Vishnu et al. 2017")["verdict"] == "inconclusive"
     # one subject clearly slower: contradicted
-    worse = claims.claims(cells_frame({"delayed": 1.3, "layerwise": 0.6}, repeats=5))
+    worse = claims.claims(cells_frame({"delayed": 1.3, "layerwise": 0.6}, repeats=5), registration=REG)
     assert by_source(worse, "Vishnu et al. 2017")["verdict"] == "not reproduced"
     assert by_source(worse, "Vishnu et al. 2017")["effect"] == pytest.approx(0.6, rel=0.05)
     # a single run per cell (the default study): no verdict on degenerate cells
-    single = claims.claims(cells_frame({"delayed": 1.3, "layerwise": 1.25}, repeats=1))
+    single = claims.claims(cells_frame({"delayed": 1.3, "layerwise": 1.25}, repeats=1), registration=REG)
     assert by_source(single, "Vishnu et al. 2017")["verdict"] == "not testable here"
     assert "fewer than 3 repeats" in by_source(single, "Vishnu et al. 2017")["evidence"]
     # communication not comparable to compute: the rule's cells do not exist
-    dominated = claims.claims(cells_frame({"delayed": 1.3, "layerwise": 1.25}, repeats=5, comm_share=0.95))
+    dominated = claims.claims(cells_frame({"delayed": 1.3, "layerwise": 1.25}, repeats=5, comm_share=0.95), registration=REG)
     assert by_source(dominated, "Vishnu et al. 2017")["verdict"] == "not testable here"
 
 
 def test_overlap_gain_above_its_ceiling_is_not_counted_as_support():
     # comm share 0.5: overlap gains at most 1/max(0.5, 0.5) = 2; a 3x "gain" is a measurement problem
-    table = claims.claims(cells_frame({"delayed": 3.0, "layerwise": 3.0}, repeats=5))
+    table = claims.claims(cells_frame({"delayed": 3.0, "layerwise": 3.0}, repeats=5), registration=REG)
     row = by_source(table, "Vishnu et al. 2017")
     assert row["verdict"] == "inconclusive" and "above the ceiling" in row["evidence"]
 
@@ -423,14 +427,14 @@ def test_share_links_are_planned_at_their_calibrated_rate_and_repeats_where_choo
 def test_the_claims_table_is_rendered_once_for_the_report_the_regimes_notebook_and_the_readme():
     from bench.metrics.report import claims_lines, table_html
 
-    table = claims.claims(cells_frame({"delayed": 1.3, "layerwise": 1.25}, repeats=5))
+    table = claims.claims(cells_frame({"delayed": 1.3, "layerwise": 1.25}, repeats=5), registration=REG)
     lines = claims_lines(table)
     assert lines[2] == "| source | claim | verdict | effect [95 % interval] | n | rule |"
     vishnu = next(line for line in lines if line.startswith("| Vishnu et al. 2017 |"))
     row = by_source(table, "Vishnu et al. 2017")
     assert f"| reproduced | x{row['effect']:.2f} [{row['ci_low']:.2f}, {row['ci_high']:.2f}] | 5 |" in vishnu
     assert claims_lines(table, evidence=True)[2].endswith("| rule | evidence |")
-    untestable = claims_lines(claims.claims(cells_frame({}, repeats=1)))
+    untestable = claims_lines(claims.claims(cells_frame({}, repeats=1), registration=REG))
     assert len(untestable) == 1 and "every claim is `not testable here` (Vishnu et al. 2017 / LASGD" in untestable[0]
     assert claims_lines(pd.DataFrame()) == []
     # a report table: no index, no column empty in every row (vs_sync.csv's point of an ungridded study)
@@ -443,9 +447,32 @@ def test_the_claims_table_is_rendered_once_for_the_report_the_regimes_notebook_a
 def test_a_claim_is_judged_on_its_repeated_cells_and_says_which_it_left_out():
     five = cells_frame({"delayed": 1.3, "layerwise": 1.25}, repeats=5)
     one = cells_frame({"delayed": 0.5, "layerwise": 0.5}, repeats=1, link="1gbit")
-    row = by_source(claims.claims(pd.concat([five, one], ignore_index=True)), "Vishnu et al. 2017")
+    row = by_source(claims.claims(pd.concat([five, one], ignore_index=True), registration=REG), "Vishnu et al. 2017")
     assert row["verdict"] == "reproduced" and row["n"] == 5 and row["tests"] == 2
     assert "2 test(s) with fewer than 3 repeats left out" in row["evidence"] and "at 1gbit/" in row["evidence"]
+
+
+def test_only_runs_the_registration_allows_carry_a_verdict_and_without_one_every_verdict_is_exploratory():
+    five = cells_frame({"delayed": 1.3, "layerwise": 1.25}, repeats=5)
+    row = by_source(claims.claims(five, registration=REG), "Vishnu et al. 2017")
+    assert row["verdict"] == "reproduced" and row["registration"] == "f" * 12 and row["workload"] == "regimes"
+    assert row["interval_method"].startswith("Student t") and row["quote"] == claims.RULES["vishnu"].quote
+    # two of the five repeats from a dirty tree: the verdict rests on the three others, and says so
+    dirty = five.assign(judged=["run from a dirty tree" if k >= 3 else "" for k in five["repeat"]])
+    row = by_source(claims.claims(dirty, registration=REG), "Vishnu et al. 2017")
+    assert row["n"] == 3 and "not judged: 6 run(s) run from a dirty tree" in row["evidence"]
+    # every run dirty: nothing to judge
+    assert by_source(claims.claims(five.assign(judged="run from a dirty tree"), registration=REG),
+                     "Vishnu et al. 2017")["verdict"] == "not testable here"
+    # no registration: the same numbers, but the verdict is exploratory
+    row = by_source(claims.claims(five), "Vishnu et al. 2017")
+    assert row["verdict"] == "exploratory: reproduced" and row["registration"] == "none"
+    # one row per claim and workload
+    two = pd.concat([five, five.assign(workload="regimes-lm")], ignore_index=True)
+    table = claims.claims(two, claims.select(["vishnu"]), registration=REG)
+    assert sorted(table["workload"]) == ["regimes", "regimes-lm"] and list(table.columns[1:12]) == [
+        "claim", "quote", "workload", "effect", "ci_low", "ci_high", "interval_method", "n", "rule", "registration",
+        "verdict"]
 
 
 def test_a_studys_run_time_is_its_span_and_the_time_covered_by_its_runs(tmp_path):
