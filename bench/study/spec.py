@@ -90,6 +90,10 @@ class StudySpec:
     when absent) at a listed worker count (any when absent) whose overrides, grid point included, give each ``sets``
     key one of its values (e.g. ``{link: [share0.5], slow_factor: [1.0]}``) has k repeats, 0 leaving that part of the
     grid out; of the entries that match, the last one wins."""
+    order: Literal["repeat-major", "point-major"] = "repeat-major"
+    """The order of a study's runs: ``repeat-major`` (every point's repeat 0, then repeat 1, ...: slow drift of the
+    machine spreads over the points) or ``point-major`` (a point's repeats one after the other, so that they share one
+    horovodrun job and its 10-25 s start-up: for studies of many repeats on few points)."""
     claims: list[str] | Literal["all"] = "all"
     """The seed claims the study tests, by name (``bench.metrics.claims.RULES``; ``all``: those of the first regimes
     study); ``python -m bench study register`` copies their rules into the study's registration."""

@@ -294,3 +294,13 @@ def test_configuration_keys_drop_the_repeat_and_families_come_from_the_registry(
     assert set(frame_points(df)) == {"downpour-np2@local", "sync-np2@local"}
     assert (family("downpour"), family("sgp"), family("lasgd")) == ("parameter-server", "decentralised", "allreduce")
     assert family("no-such-algorithm") == "other"
+
+
+def test_temporal_efficiency_up_to_the_slower_runs_time_to_target_is_not_drowned_by_the_plateau():
+    """a reaches the plateau 0.9 at t = 2 s, b at t = 8 s, both train on to 100 s: over the whole span E is near 1
+    (the plateau dominates); up to b's time to the target, where they differ, a is clearly better."""
+    t = np.arange(0.0, 100.0, 0.1)
+    a, b = np.minimum(0.9, 0.45 * t), np.minimum(0.9, 0.1125 * t)
+    whole = temporal_efficiency(t, a, t, b, window=0.5, stride=0.1)
+    early = temporal_efficiency(t, a, t, b, window=0.5, stride=0.1, horizon=8.0)
+    assert whole < 1.05 and early > 1.5

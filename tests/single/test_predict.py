@@ -124,7 +124,7 @@ def test_one_emulated_worker_runs_at_the_calibration_runs_mean_step():
     cal = hardware.load_calibration()
     cfg = resolve("sync", np=1, profile="regimes", hardware="emu", check=False)
     p = Model(cal).predict(cfg, *hardware.for_config(cfg, cal))
-    study = json.loads((REPO / "docs/results/regimes/calibration.json").read_text())
+    study = json.loads((REPO / "docs/results/regimes-v1/calibration.json").read_text())
     assert p.step_s == pytest.approx(study["compute_s_per_step"], rel=0.03)
 
 
