@@ -4,6 +4,8 @@ Not a DVC stage: it runs on results DVC already made."""
 
 from __future__ import annotations
 
+import datetime
+import json
 import shutil
 from pathlib import Path
 
@@ -75,13 +77,36 @@ def system_md(study: Study, runs: list[Run]) -> str:
     return "\n".join(lines)
 
 
+def _intervals(runs_dir: Path) -> list[tuple[float, float]]:
+    """Every run's (start, end) in seconds since the epoch, sorted: from its system.json's ``created`` (the launcher
+    prepares a job's runs together, so the runs of one job, which run one after the other, are laid end to end from
+    it) and its summary's ``wall_s``; where either is missing, the times of its config.json and summary.json (a copy
+    of the results that kept no file times gives every run the same instant)."""
+    timed, untimed = {}, []
+    for d in sorted(Path(runs_dir).glob("*/*/*")):
+        if not (d.joinpath("config.json").is_file() and d.joinpath("summary.json").is_file()):
+            continue
+        try:
+            system = json.loads(d.joinpath("system.json").read_text())
+            wall = float(json.loads(d.joinpath("summary.json").read_text())["wall_s"])
+            created = datetime.datetime.strptime(system["created"], "%Y-%m-%dT%H:%M:%S%z").timestamp()
+            timed.setdefault(created, []).append(wall)
+        except (OSError, ValueError, KeyError, TypeError):
+            untimed.append((d.joinpath("config.json").stat().st_mtime, d.joinpath("summary.json").stat().st_mtime))
+    out = list(untimed)
+    for created, walls in timed.items():
+        start = created
+        for wall in walls:
+            out.append((start, start + wall))
+            start += wall
+    return sorted(out)
+
+
 def run_times(runs_dir: Path) -> tuple[float, float]:
-    """(span, busy) in seconds: from the first run's start (its config.json written by the launcher) to the last
-    run's end (its summary.json), and the time covered by at least one run (the union of the runs' start-to-end
-    intervals: a pause between runs, or a run redone later, does not count). NaN without runs."""
-    intervals = sorted((d.joinpath("config.json").stat().st_mtime, d.joinpath("summary.json").stat().st_mtime)
-                       for d in Path(runs_dir).glob("*/*/*")
-                       if d.joinpath("config.json").is_file() and d.joinpath("summary.json").is_file())
+    """(span, busy) in seconds: from the first run's start to the last run's end (:func:`_intervals`), and the time
+    covered by at least one run (the union of the runs' start-to-end intervals: a pause between runs, or a run redone
+    later, does not count). NaN without runs."""
+    intervals = _intervals(runs_dir)
     if not intervals:
         return float("nan"), float("nan")
     busy, (start, end) = 0.0, intervals[0]

@@ -112,8 +112,9 @@ def te_lines(dest: Path) -> list[str]:
 
 def _time_text(span_s: float, busy_s: float) -> str:
     if math.isfinite(busy_s) and busy_s < span_s - 60:
-        return (f"**{busy_s / 60:.0f} min** (the time covered by at least one run; {span_s / 60:.0f} min from the first "
-                f"start to the last end)")
+        return (f"**{busy_s / 60:.0f} min** (the time covered by at least one run, each run's own wall time from its "
+                f"launch record, a job's start-up not counted; {span_s / 60:.0f} min from the first start to the last "
+                f"end)")
     return f"**{span_s / 60:.0f} min** from the first start to the last end" if math.isfinite(span_s) else "an unknown time"
 
 
