@@ -80,10 +80,15 @@ def claims_lines(claims: pd.DataFrame, evidence: bool = False) -> list[str]:
     effect = "effect [95 % interval]"
     c = claims.assign(**{effect: [("x" + text) if (text := interval_text(e, lo, hi)) else ""
                                   for e, lo, hi in zip(claims["effect"], claims["ci_low"], claims["ci_high"])]})
-    return ["Each claim is a rule declared before the runs (`bench/metrics/claims.py`): a paired ratio over the "
-            "repeats (> 1 favours the claim), judged on the cells with 3 or more repeats, Holm-corrected across its "
-            "tests. The evidence column of the table gives every test.", ""] + \
-        md_table(c, ["source", "claim", "verdict", effect, "n", "rule", *(["evidence"] if evidence else [])])
+    registered = sorted({r for r in claims.get("registration", pd.Series(dtype=str)).astype(str) if r not in ("", "none", "nan")})
+    how = (f"registered before the runs (registration {', '.join(f'`{r}`' for r in registered)}: "
+           "`pipelines/registrations/`)" if registered else
+           "not registered before these runs, so every verdict is `exploratory`")
+    columns = ["source", "claim", *(["workload"] if "workload" in c and c["workload"].nunique() > 1 else []), "verdict",
+               effect, "n", "rule", *(["quote"] if "quote" in c else []), *(["evidence"] if evidence else [])]
+    return [f"Each claim is a rule of `bench/metrics/claims.py`, {how}: a paired ratio over the repeats (> 1 favours "
+            "the claim) with its 95 % t-interval, judged on the cells with 3 or more repeats, Holm-corrected across "
+            "its tests; the quote is the sentence of the paper it tests (docs/statistics.md).", ""] + md_table(c, columns)
 
 
 SUMMARY_COLUMNS = ["family", "algorithm", "np", "point", "hardware", "repeats", "samples/s", "speedup", "speedup over",

@@ -429,11 +429,13 @@ def test_the_claims_table_is_rendered_once_for_the_report_the_regimes_notebook_a
 
     table = claims.claims(cells_frame({"delayed": 1.3, "layerwise": 1.25}, repeats=5), registration=REG)
     lines = claims_lines(table)
-    assert lines[2] == "| source | claim | verdict | effect [95 % interval] | n | rule |"
+    assert lines[2] == "| source | claim | verdict | effect [95 % interval] | n | rule | quote |"
+    assert "registration `ffffffffffff`" in lines[0]
+    assert "every verdict is `exploratory`" in claims_lines(claims.claims(cells_frame({"delayed": 1.3}, repeats=5)))[0]
     vishnu = next(line for line in lines if line.startswith("| Vishnu et al. 2017 |"))
     row = by_source(table, "Vishnu et al. 2017")
     assert f"| reproduced | x{row['effect']:.2f} [{row['ci_low']:.2f}, {row['ci_high']:.2f}] | 5 |" in vishnu
-    assert claims_lines(table, evidence=True)[2].endswith("| rule | evidence |")
+    assert claims_lines(table, evidence=True)[2].endswith("| rule | quote | evidence |")
     untestable = claims_lines(claims.claims(cells_frame({}, repeats=1), registration=REG))
     assert len(untestable) == 1 and "every claim is `not testable here` (Vishnu et al. 2017 / LASGD" in untestable[0]
     assert claims_lines(pd.DataFrame()) == []
