@@ -275,6 +275,18 @@ def tests(rule: Rule, cells: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=cols)
 
 
+def _cpu_note(rule: Rule, cells: pd.DataFrame) -> str:
+    """Where the methods compared had different total CPU (an emulated parameter server is a host more), the
+    difference, in every verdict (``cpu_cores``: the sum of the hosts' shares)."""
+    if "cpu_cores" not in cells:
+        return ""
+    cores = {a: cells.loc[cells["algorithm"] == a, "cpu_cores"].median() for a in (*rule.subjects, *rule.references)}
+    known = {a: c for a, c in cores.items() if isinstance(c, float) and math.isfinite(c)}
+    if len(set(known.values())) <= 1:
+        return ""
+    return "; unequal CPU: " + ", ".join(f"{a} {c:g} cores" for a, c in known.items())
+
+
 def _delay(row) -> str:
     """`` +<delay>`` of a test's link in the evidence, nothing where there is no delay."""
     delay = getattr(row, "link_delay", "0ms")
@@ -318,6 +330,7 @@ def verdict(rule: Rule, cells: pd.DataFrame) -> dict:
         decide = t.loc[t["effect"].idxmin()]
         v = "reproduced" if support.all() else "inconclusive"
     notes = f"; {int(above_ceiling.sum())} test(s) above the ceiling (measurement suspect)" if above_ceiling.any() else ""
+    notes += _cpu_note(rule, cells)
     return {**row, "effect": decide["effect"], "ci_low": decide["ci_low"], "ci_high": decide["ci_high"],
             "n": int(decide["n"]), "verdict": v,
             "evidence": f"{int(support.sum())} of {len(t)} tests support, {int(contradict.sum())} contradict "

@@ -469,6 +469,12 @@ def test_only_runs_the_registration_allows_carry_a_verdict_and_without_one_every
     # no registration: the same numbers, but the verdict is exploratory
     row = by_source(claims.claims(five), "Vishnu et al. 2017")
     assert row["verdict"] == "exploratory: reproduced" and row["registration"] == "none"
+    # a parameter server is a host more: the verdict says so
+    ps = cells_frame({"downpour": 1.2}, repeats=5).assign(straggler="1x3.0-cpu")
+    ps["cpu_cores"] = [1.8 if a == "downpour" else 1.44 for a in ps["algorithm"]]
+    ps["straggler_pace"] = 1.0
+    row = by_source(claims.claims(ps, claims.select(["async-straggler"]), registration=REG), "Lian et al. 2018")
+    assert "unequal CPU: downpour 1.8 cores" in row["evidence"] and "sync 1.44 cores" in row["evidence"]
     # one row per claim and workload
     two = pd.concat([five, five.assign(workload="regimes-lm")], ignore_index=True)
     table = claims.claims(two, claims.select(["vishnu"]), registration=REG)
