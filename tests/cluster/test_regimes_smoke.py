@@ -53,7 +53,7 @@ def test_regimes_smoke_study_through_dvc(tmp_path):
     assert (cells.loc[cells["algorithm"] == "sync", "speedup_vs_sync"] == 1.0).all()
     assert cells["throughput"].gt(0).all() and cells["comm_share"].between(0, 1).all()
     links = pd.read_csv(study / "tables" / "links.csv")
-    assert list(links["link"]) == [link["rate"], "unshaped"] and links["median"].between(0, 1).all()
+    assert list(links["link"]) == [link["rate"], "unshaped"] and links["mean"].between(0, 1).all()
     # the straggler slows sync: every step of worker 0 waits for worker 1's injected delay (2x its compute). Read
     # from the records, not from two single runs' throughputs, which this noisy machine has put either way round
     slow = study / "runs" / "sync" / "emu" / "sync-np2-linknone-slow_factor3.0"
