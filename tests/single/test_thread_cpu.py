@@ -28,27 +28,30 @@ def test_the_training_threads_cpu_is_its_own():
 
 
 def test_a_live_threads_cpu_is_counted_under_its_label():
-    stop = threading.Event()
-    ready = threading.Event()
+    # the worker burns a fixed 0.2 s of its own CPU between the two reads, however loaded the machine is
+    go, done, stop = threading.Event(), threading.Event(), threading.Event()
     tid = []
 
     def worker():
         tid.append(threading.get_native_id())
-        ready.set()
-        while not stop.is_set():
-            _burn(0.01)
+        go.wait()
+        _burn(0.2)
+        done.set()
+        stop.wait()
 
     t = threading.Thread(target=worker, daemon=True)
     t.start()
-    ready.wait()
+    while not tid:
+        time.sleep(0.001)
     threads = ThreadCpu(horovod_tids=frozenset(tid))
     before = threads.read()
-    time.sleep(0.3)  # the main thread sleeps: it uses (almost) nothing
+    go.set()
+    assert done.wait(timeout=60)  # the main thread sleeps meanwhile: it uses (almost) nothing
     after = threads.read()
     stop.set()
     t.join()
     got = threads.between(before, after)
-    assert got["horovod"]["threads"] == 1 and got["horovod"]["cpu_s"] > 0.1
+    assert got["horovod"]["threads"] == 1 and got["horovod"]["cpu_s"] == pytest.approx(0.2, abs=0.05)
     assert got["main"]["cpu_s"] < 0.05
     assert set(got["main"]) == {*ThreadCpu.FIELDS, "threads"}
     assert got["main"]["voluntary"] >= 1  # the sleep gave the CPU up
