@@ -87,7 +87,7 @@ def test_regimes_smoke_study_through_dvc(tmp_path):
     # its README leads with the verdicts, then the links aimed and measured; it is generated from the published files
     readme = (out / "README.md").read_text()
     assert readme.index("## The seed papers' claims") < readme.index("## The links") < readme.index("cannot show")
-    assert all(source in readme for source in claims["source"]) and f"| {link['rate']} | 0.5 | 2 |" in readme
+    assert all(source in readme for source in claims["source"]) and f"| {link['rate']} | 0ms | 0.5 | 2 |" in readme
     assert (out / "calibration.json").read_text() == (study / "calibration.json").read_text()
     assert "`calibration.json` the calibration run" in readme and "no calibration run" not in readme
     assert "## The links (`tables/links.csv`, `calibration.json`)" in readme and "it was calibrated for" in readme
