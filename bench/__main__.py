@@ -45,6 +45,9 @@ def _print_params(algo, set_here: dict) -> None:
 
 
 def cmd_run(args) -> int:
+    for name in ("out", "params"):
+        if getattr(args, name) == "":
+            raise BenchError(f"--{name} is empty: give a path, or leave --{name} out for the default")
     overrides = parse_set(args.set or [])
     if args.oversubscribe:
         overrides["oversubscribe"] = True
