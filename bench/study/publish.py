@@ -70,6 +70,7 @@ def publish(study: Study, dest: Path) -> list[Path]:
     layout = study.layout
     if not layout.tables.is_dir():
         raise BenchError(f"{layout.tables} does not exist: run the study's analysis first (dvc repro)")
+    runs = load_runs(layout.runs)  # every run read first: a corrupt one refuses before anything is written to dest
     dest = Path(dest)
     copies = [(f, dest / sub / f.name) for sub, pattern in (("tables", "*.csv"), ("metrics", "*.json"))
               for f in sorted((layout.dir / sub).glob(pattern))]
@@ -80,7 +81,6 @@ def publish(study: Study, dest: Path) -> list[Path]:
     for src, dst in copies:
         dst.parent.mkdir(parents=True, exist_ok=True)
         written.append(Path(shutil.copyfile(src, dst)))
-    runs = load_runs(layout.runs)
     table = runs_table(runs)
     table.to_csv(dest / "runs.csv", index=False)
     (dest / "system.md").write_text(system_md(study, runs))
