@@ -84,6 +84,8 @@ def prepare(cfg: RunConfig, out: Path, force: bool = False, planned: Path | None
         else:
             write_json_atomic(config_path, cfg.to_dict())
         system = collect(horovodrun_command(cfg, config_path, emulated))
+        if planned is not None:
+            system["planned"] = str(Path(planned).resolve())  # a study's stage knows its runs by it (bench.study.run)
         system["network"] = network(cfg, emulated)
         system["horovod_settings"] = horovod_record(cfg, horovod_environment(cfg))  # execute() records what the job got
         write_json_atomic(out / "system.json", system)
