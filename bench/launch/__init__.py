@@ -35,15 +35,14 @@ import shutil
 from pathlib import Path
 
 from .. import BenchError
-from ..cluster.hostfile import check_hostfile
 from ..cluster.slurm import check_allocation
 from ..config import RunConfig
-from ..layout import REPO_ROOT, default_run_dir
+from ..layout import default_run_dir
 from ..placement import cluster_held, emulated_cluster, processes
 from ..resolve import check_machine
 from ..results import write_json_atomic
 from ..system import collect
-from .command import horovod_environment, horovod_record, horovodrun_command, network
+from .command import horovod_environment, horovod_record, horovodrun_command, host_slots, network
 from .job import execute, execute_many, jobs
 from .lock import RunLock, claim
 
@@ -54,16 +53,15 @@ def check_launch(cfgs: list[RunConfig]) -> None:
     """What this machine must offer the runs, checked before anything is written (the ranks never probe it again:
     they read their config.json with :func:`bench.resolve.load_config`): for a Slurm profile an allocation holding
     every process, each run's :func:`bench.resolve.check_machine` (cores, the emulated cluster's support,
-    dataset files...), and a hostfile's lines and slots (:func:`bench.cluster.hostfile.check_hostfile`)."""
+    dataset files...), and the hosts' names and slots against its processes (:func:`bench.launch.command.host_slots`:
+    the hosts list or a hostfile)."""
     check_allocation(cfgs, processes)
     for cfg in cfgs:
         check_machine(cfg)
-        hostfile = cfg.launch.hostfile
-        if hostfile and not cfg.launch.emulated_hosts:  # the hosts horovodrun will be given: names that reach a shell
-            slots = sum(n for _, n in check_hostfile(REPO_ROOT / hostfile))
-            if slots < processes(cfg) and not cfg.launch.oversubscribe:
-                raise BenchError(f"{processes(cfg)} processes ({cfg.algorithm} with np={cfg.launch.np}) exceed the "
-                                 f"{slots} slots of hostfile {hostfile!r}; lower --np or pass --oversubscribe")
+        given = None if cfg.launch.emulated_hosts else host_slots(cfg)  # names that reach a shell: checked
+        if given is not None and sum(k for _, k in given[1]) < processes(cfg) and not cfg.launch.oversubscribe:
+            raise BenchError(f"{processes(cfg)} processes ({cfg.algorithm} with np={cfg.launch.np}) exceed the "
+                             f"{sum(k for _, k in given[1])} slots of {given[0]}; lower --np or pass --oversubscribe")
 
 
 def prepare(cfg: RunConfig, out: Path, force: bool = False, planned: Path | None = None,
