@@ -34,7 +34,7 @@ import contextlib
 import shutil
 from pathlib import Path
 
-from .. import BenchError
+from .. import BenchError, registration
 from ..cluster.slurm import check_allocation
 from ..config import RunConfig
 from ..layout import default_run_dir
@@ -85,6 +85,7 @@ def prepare(cfg: RunConfig, out: Path, force: bool = False, planned: Path | None
         if planned is not None:
             system["planned"] = str(Path(planned).resolve())  # a study's stage knows its runs by it (bench.study.run)
         system["network"] = network(cfg, emulated)
+        system["provenance"] = registration.provenance(cfg.study, config_path)  # config hash, the study's registration
         system["horovod_settings"] = horovod_record(cfg, horovod_environment(cfg))  # execute() records what the job got
         write_json_atomic(out / "system.json", system)
     except BaseException:
