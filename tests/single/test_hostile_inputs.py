@@ -14,6 +14,7 @@ import os
 import shutil
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import psutil
@@ -24,6 +25,8 @@ from bench.system import horovod_build
 from conftest import REPO
 
 RUN = ["run", "sync", "--np", "1", "--profile", "tiny", "--quiet"]
+MARKER = Path("/tmp") / f"issue40-{uuid.uuid4().hex}"
+"""The file a case's shell command would create (a name of this session's own: a marker left by another never counts)."""
 
 
 def params_copy(tmp: Path, extra: str = "", replace: tuple[str, str] | None = None) -> Path:
@@ -142,10 +145,10 @@ CASES = [
     ("build/model needs torchvision", run_with("--set", "model=resnet18", "--set", "dataset=synthetic", "--set", "synthetic_shape=[3,32,32]"),
      "needs torchvision"),
     # configuration that would reach a shell
-    ("shell/env name with a command", run_with("--set", "env={'A;touch /tmp/issue40;B': x}"), "is not an environment variable's name"),
-    ("shell/env value with a newline", run_with("--set", 'env={A: "x\\nrm -rf /tmp/issue40"}'), "a value must be printable ASCII"),
-    ("shell/hosts with a command", run_with("--set", "hosts=localhost;touch /tmp/issue40:1"), "is not host[:slots]"),
-    ("shell/interface with a command", run_with("--set", "network_interface=lo;touch /tmp/issue40"), "is not an interface name"),
+    ("shell/env name with a command", run_with("--set", f"env={{'A;touch {MARKER};B': x}}"), "is not an environment variable's name"),
+    ("shell/env value with a newline", run_with("--set", f'env={{A: "x\\nrm -rf {MARKER}"}}'), "a value must be printable ASCII"),
+    ("shell/hosts with a command", run_with("--set", f"hosts=localhost;touch {MARKER}:1"), "is not host[:slots]"),
+    ("shell/interface with a command", run_with("--set", f"network_interface=lo;touch {MARKER}"), "is not an interface name"),
     ("shell/hostfile with a command", hostfile_profile, "is not 'HOST slots=N'"),
     # YAML
     ("yaml/duplicate key", with_params("\nprofile: tiny\n"), "duplicate key 'profile' (first given on line"),
@@ -213,5 +216,5 @@ def test_refused_in_one_line_with_nothing_written_or_left(tmp_path, case_id, mak
     assert proc.stdout == ""
     assert not (tmp_path / "out").exists(), "written under the output folder"
     assert {p.relative_to(tmp_path) for p in tmp_path.rglob("*")} == before, "a file written"
-    assert not Path("/tmp/issue40").exists()
+    assert not MARKER.exists(), f"{MARKER} created: the configuration ran a command"
     assert not jobs_of(tmp_path), "a process of the case left running"
