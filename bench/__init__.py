@@ -6,6 +6,13 @@ __version__ = "0.1.0"
 SCHEMA_VERSION = 1
 
 
+def short(value, width: int = 80) -> str:
+    """``repr(value)`` cut to ``width`` characters (``...`` marking the cut), for error messages: a value of a million
+    elements prints as its start."""
+    text = repr(value)
+    return text if len(text) <= width else text[:width - 3] + "..."
+
+
 class BenchError(Exception):
     """A user error: bad configuration or input. The CLI prints it on one line and exits 2."""
 

@@ -45,6 +45,9 @@ def _print_params(algo, set_here: dict) -> None:
 
 
 def cmd_run(args) -> int:
+    for name in ("out", "params"):
+        if getattr(args, name) == "":
+            raise BenchError(f"--{name} is empty: give a path, or leave --{name} out for the default")
     overrides = parse_set(args.set or [])
     if args.oversubscribe:
         overrides["oversubscribe"] = True
@@ -56,6 +59,7 @@ def cmd_run(args) -> int:
         run_dir = launch.prepare(cfg, out, force=args.force)
         print(" ".join(horovodrun_command(cfg, run_dir / "config.json")))
         return 0
+    launch.check_launch([cfg])  # what the launcher checks (a hostfile, a Slurm allocation) refused before a word more
     print(f"[bench] {cfg.algorithm} np={cfg.launch.np} ({processes(cfg)} processes), profile {cfg.profile} -> {out}",
           file=sys.stderr)
     run_dir, rc = launch.run(cfg, out, force=args.force, echo=not args.quiet)

@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from . import SCHEMA_VERSION, BenchError
+from . import SCHEMA_VERSION, BenchError, short
 
 
 _RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(kbit|mbit|gbit)\s*$", re.IGNORECASE)
@@ -77,6 +77,21 @@ def normalize_rate(link: str) -> str:
         if v >= 1 and abs(v - round(v)) < 1e-9:
             return f"{round(v)}{unit}"
     return f"{bps / 1e3:g}kbit"
+
+
+MAX_SEED = 2 ** 63 - 1
+"""Largest seed (``torch.manual_seed`` takes a signed 64-bit integer; numpy's generators any integer >= 0)."""
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+"""An environment variable's name: a shell identifier (horovodrun writes names unquoted into the ranks' command)."""
+ENV_VALUE = re.compile(r"[\x20-\x7e]*")
+"""An environment variable's value: printable ASCII (horovodrun quotes values; control characters are refused)."""
+HOST_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+"""A host name or IPv4 address of ``hosts`` (horovodrun writes it unquoted into the ssh command and the ranks'
+environment)."""
+INTERFACE = re.compile(r"[A-Za-z0-9_.:-]{1,15}(,[A-Za-z0-9_.:-]{1,15})*")
+"""``network_interface``: one or more interface names (Linux allows at most 15 characters), comma-separated
+(horovodrun writes it unquoted into the ranks' environment)."""
+MAX_PORT = 65535
 
 
 @dataclass
@@ -175,22 +190,26 @@ class TrainConfig:
             if value < 0:
                 raise BenchError(f"{name} must be >= 0, got {value!r}")
         if self.nesterov and self.momentum <= 0:
-            raise BenchError(f"nesterov needs momentum > 0, got momentum={self.momentum!r}")
+            raise BenchError(f"nesterov needs momentum > 0, got momentum={short(self.momentum)}")
         if not 0.0 < self.test_fraction < 1.0:
-            raise BenchError(f"test_fraction must be in (0, 1), got {self.test_fraction!r}")
+            raise BenchError(f"test_fraction must be in (0, 1), got {short(self.test_fraction)}")
         if any(h <= 0 for h in self.hidden):
-            raise BenchError(f"hidden widths must be > 0, got {self.hidden!r}")
+            raise BenchError(f"hidden widths must be > 0, got {short(self.hidden)}")
         if any(s <= 0 for s in self.synthetic_shape) or len(self.synthetic_shape) not in (1, 3):
-            raise BenchError(f"synthetic_shape must be (features,) or (C, H, W) of positive sizes, got {self.synthetic_shape!r}")
+            raise BenchError(f"synthetic_shape must be (features,) or (C, H, W) of positive sizes, got {short(self.synthetic_shape)}")
         if (self.model == "transformer") != (self.dataset == "pydoc_topics"):
             raise BenchError(f"model 'transformer' and dataset 'pydoc_topics' go together (byte sequences in, next-byte "
-                             f"logits out), got model {self.model!r} with dataset {self.dataset!r}")
+                             f"logits out), got model {short(self.model)} with dataset {short(self.dataset)}")
         if self.width % self.heads:
             raise BenchError(f"width must be a multiple of heads, got width={self.width} and heads={self.heads}")
         if self.slow_factor < 1.0:
-            raise BenchError(f"slow_factor must be >= 1 (1: no straggler), got {self.slow_factor!r}")
+            raise BenchError(f"slow_factor must be >= 1 (1: no straggler), got {short(self.slow_factor)}")
+        for name in ("seed", "split_seed"):
+            if not 0 <= getattr(self, name) <= MAX_SEED:
+                raise BenchError(f"{name} must be in [0, {MAX_SEED}] (torch and numpy take 64-bit seeds), got "
+                                 f"{getattr(self, name)!r}")
         if len(set(self.slow_ranks)) != len(self.slow_ranks):
-            raise BenchError(f"slow_ranks must not repeat a worker, got {self.slow_ranks!r}")
+            raise BenchError(f"slow_ranks must not repeat a worker, got {short(self.slow_ranks)}")
 
 
 HOROVOD_DEFAULTS = {"cycle_time_ms": 1.0, "fusion_threshold_bytes": 128 * 1024 * 1024, "cache_capacity": 1024,
@@ -257,23 +276,23 @@ class HorovodSettings:
 
     def validate(self) -> None:
         if self.cycle_time_ms is not None and self.cycle_time_ms <= 0:
-            raise BenchError(f"horovod.cycle_time_ms must be > 0, got {self.cycle_time_ms!r}")
+            raise BenchError(f"horovod.cycle_time_ms must be > 0, got {short(self.cycle_time_ms)}")
         for name in ("fusion_threshold_bytes", "cache_capacity"):
             value = getattr(self, name)
             if value is not None and value < 0:
                 raise BenchError(f"horovod.{name} must be >= 0, got {value!r}")
         if self.wait_sleep_us is not None and not 0 < self.wait_sleep_us <= 10_000:
-            raise BenchError(f"horovod.wait_sleep_us must be in (0, 10000] microseconds, got {self.wait_sleep_us!r}")
+            raise BenchError(f"horovod.wait_sleep_us must be in (0, 10000] microseconds, got {short(self.wait_sleep_us)}")
         if self.wait_spin_us is not None and not 0 <= self.wait_spin_us <= 10_000:
-            raise BenchError(f"horovod.wait_spin_us must be in [0, 10000] microseconds, got {self.wait_spin_us!r}")
+            raise BenchError(f"horovod.wait_spin_us must be in [0, 10000] microseconds, got {short(self.wait_spin_us)}")
         if self.wait_spin_us and self.wait_sleep_us is None:
-            raise BenchError(f"horovod.wait_spin_us={self.wait_spin_us!r} is the first phase of the sleeping wait: "
+            raise BenchError(f"horovod.wait_spin_us={short(self.wait_spin_us)} is the first phase of the sleeping wait: "
                              f"set horovod.wait_sleep_us too (or leave both unset for Horovod's spinning wait)")
         if self.groups is not None and self.groups < 1:
-            raise BenchError(f"horovod.groups must be >= 1 (or unset: Horovod's per-gradient allreduces), got {self.groups!r}")
+            raise BenchError(f"horovod.groups must be >= 1 (or unset: Horovod's per-gradient allreduces), got {short(self.groups)}")
         if self.thread_affinity and not all(c.strip().isdigit() for c in self.thread_affinity.split(",")):
             raise BenchError(f"horovod.thread_affinity must be comma-separated core numbers (one per local rank), "
-                             f"got {self.thread_affinity!r}")
+                             f"got {short(self.thread_affinity)}")
 
 
 @dataclass
@@ -345,6 +364,7 @@ class LaunchConfig:
         self.horovod.validate()
         if self.np < 1:
             raise BenchError(f"--np must be >= 1, got {self.np}")
+        self.validate_shell_words()
         if self.emulated_hosts < 0 or self.emulated_slots < 1:
             raise BenchError(f"emulated_hosts must be >= 0 and emulated_slots >= 1, got {self.emulated_hosts} and "
                              f"{self.emulated_slots}")
@@ -352,18 +372,43 @@ class LaunchConfig:
             raise BenchError("an emulated cluster (emulated_hosts > 0) makes its own hostfile: leave hosts and hostfile empty")
         if not self.emulated_hosts and (self.link or self.emulated_cpu or self.cpu_per_host):
             raise BenchError(f"link, emulated_cpu and cpu_per_host describe an emulated cluster: set emulated_hosts > 0 "
-                             f"(link={self.link!r}, emulated_cpu={self.emulated_cpu!r}, cpu_per_host={self.cpu_per_host!r})")
+                             f"(link={short(self.link)}, emulated_cpu={short(self.emulated_cpu)}, cpu_per_host={short(self.cpu_per_host)})")
         if not 0 <= self.link_share_aimed < 1 or (self.link_share_aimed and not self.link):
             raise BenchError(f"link_share_aimed must be in [0, 1) and describes a shaped link (link set), got "
-                             f"link_share_aimed={self.link_share_aimed!r}, link={self.link!r}")
+                             f"link_share_aimed={short(self.link_share_aimed)}, link={short(self.link)}")
         cores = os.cpu_count() or 1
         if not 0 <= self.cpu_per_host <= cores:
-            raise BenchError(f"cpu_per_host must be in [0, {cores}] cores (0: unlimited), got {self.cpu_per_host!r}")
+            raise BenchError(f"cpu_per_host must be in [0, {cores}] cores (0: unlimited), got {short(self.cpu_per_host)}")
         if self.slow_mode == "cpu" and not (self.emulated_hosts and self.cpu_per_host > 0 and self.emulated_slots == 1):
             raise BenchError(f"slow_mode 'cpu' makes a straggler's emulated host slower: it needs emulated_hosts > 0, "
                              f"cpu_per_host > 0 and emulated_slots 1 (got emulated_hosts={self.emulated_hosts}, "
-                             f"cpu_per_host={self.cpu_per_host!r}, emulated_slots={self.emulated_slots}); valid "
+                             f"cpu_per_host={short(self.cpu_per_host)}, emulated_slots={self.emulated_slots}); valid "
                              f"slow_mode: cpu (on such a cluster), sleep")
+
+
+    def validate_shell_words(self) -> None:
+        """What horovodrun writes into a shell command (the ranks' command line, the ssh command) is inert there:
+        environment names are identifiers and values printable text (horovodrun quotes values, never names), host
+        names and interfaces are plain names, the ssh port a port."""
+        for key, value in self.env.items():
+            if not ENV_NAME.fullmatch(key):
+                raise BenchError(f"env name {short(key)} is not an environment variable's name: letters, digits and _, "
+                                 f"not starting with a digit")
+            if not ENV_VALUE.fullmatch(value):
+                raise BenchError(f"env {key}={short(value)}: a value must be printable ASCII text (no control "
+                                 f"characters or newlines)")
+        for entry in filter(None, self.hosts.split(",")):
+            host, _, slots = entry.strip().partition(":")
+            if not HOST_NAME.fullmatch(host) or (slots and not slots.isdigit()):
+                raise BenchError(f"hosts entry {short(entry)} is not host[:slots] (a host name or IPv4 address: "
+                                 f"letters, digits, '.', '-', '_'; slots a number)")
+        if self.network_interface and not INTERFACE.fullmatch(self.network_interface):
+            raise BenchError(f"network_interface {short(self.network_interface)} is not an interface name (at most 15 "
+                             f"letters, digits, '.', ':', '-', '_'; several separated by commas)")
+        if not 0 <= self.ssh_port <= MAX_PORT:
+            raise BenchError(f"ssh_port must be in [0, {MAX_PORT}] (0: ssh's default), got {self.ssh_port!r}")
+        if "\n" in self.hostfile or "\0" in self.hostfile:
+            raise BenchError(f"hostfile {short(self.hostfile)} is not a file name")
 
 
 @dataclass

@@ -257,6 +257,37 @@ def check_files(cfg: TrainConfig) -> None:
                                  f"see data/README.md")
 
 
+SHAPES = {"mnist5k": ((1, 28, 28), 5_000, None), "digits": ((1, 8, 8), 1_797, None),
+          "mnist": ((1, 28, 28), 70_000, 60_000), "cifar10": ((3, 32, 32), 60_000, None)}
+"""Sample shape, samples (training and held-out) and training samples (None: split by ``test_fraction``; CIFAR-10:
+10,000 per training batch present) of the datasets whose size is fixed."""
+
+
+def footprint(cfg: TrainConfig) -> tuple[tuple[int, ...], int, int]:
+    """(a sample's shape, bytes the dataset holds in each rank's memory (float32 inputs, int64 labels), training
+    samples), from the configuration alone: nothing is loaded (imagefolder's files are counted, pydoc_topics's
+    text, under 1 MB, is cut)."""
+    if cfg.dataset == "pydoc_topics":
+        train, held = _pydoc_parts(cfg)
+        return (cfg.seq_len,), 16 * (len(train) + len(held)), (len(train) - 1) // cfg.seq_len
+    if cfg.dataset == "synthetic":
+        shape, train = tuple(cfg.synthetic_shape), cfg.synthetic_samples
+        n = train + int(round(train * cfg.test_fraction))
+    elif cfg.dataset == "imagefolder":
+        root = _data_dir(cfg) / "imagefolder"
+        shape = (3, cfg.image_size, cfg.image_size)
+        train = sum(1 for _ in (root / "train").glob("*/*"))
+        n = train + sum(1 for _ in (root / "val").glob("*/*"))
+    else:
+        shape, n, train = SHAPES[cfg.dataset]
+        if cfg.dataset == "cifar10":
+            batches = _data_dir(cfg) / "cifar-10-batches-bin"
+            train = 10_000 * sum((batches / f"data_batch_{i}.bin").exists() for i in range(1, 6))
+        elif train is None:
+            train = n - int(round(n * cfg.test_fraction))
+    return shape, n * (4 * int(np.prod(shape)) + 8), train
+
+
 def load_dataset(cfg: TrainConfig) -> Dataset:
     if cfg.dataset not in DATASETS:
         raise BenchError(f"unknown dataset {cfg.dataset!r}; valid: {', '.join(sorted(DATASETS))}")

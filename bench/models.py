@@ -147,6 +147,31 @@ def build_model(cfg: TrainConfig, input_shape: tuple[int, ...], num_classes: int
                      f"resnet50, transformer")
 
 
+def footprint(cfg: TrainConfig, input_shape: tuple[int, ...], num_classes: int) -> tuple[int, int]:
+    """(parameters, activation values per sample) of the configured model, measured on PyTorch's meta device
+    (shapes only: no memory is allocated, nothing is computed): the outputs of every module of one forward pass of
+    one sample. Activations are 0 where a model's forward does not run on the meta device."""
+    with torch.device("meta"):
+        model = build_model(cfg, input_shape, num_classes)
+        params = sum(p.numel() for p in model.parameters())
+        outputs = [0]
+
+        def count(module, args, out):
+            outputs[0] += sum(t.numel() for t in (out if isinstance(out, (tuple, list)) else [out])
+                              if isinstance(t, torch.Tensor))
+
+        hooks = [m.register_forward_hook(count) for m in model.modules()]
+        x = (torch.zeros((1, *input_shape), dtype=torch.long) if cfg.model == "transformer"
+             else torch.zeros((1, *input_shape)))
+        try:
+            model(x)
+        except Exception:  # an operation without a meta kernel: parameters only
+            outputs[0] = 0
+        for h in hooks:
+            h.remove()
+    return params, outputs[0]
+
+
 def make_optimizer(cfg: TrainConfig, tensors) -> torch.optim.Optimizer:
     """The configured optimizer over ``tensors`` (model tensors, e.g. ``model.parameters()``)."""
     if cfg.optimizer == "adam":

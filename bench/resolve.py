@@ -22,8 +22,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from . import SCHEMA_VERSION, BenchError, cpu_idle
 from .algorithms import get_algorithm
 from .cluster import check_delay, check_delay_support, check_supported, parse_rate
@@ -33,6 +31,7 @@ from .layout import REPO_ROOT, check_name
 from .placement import emulated_hosts_used, host_shares, processes
 from .results import read_json
 from .typed import build, choices_text, field_types
+from .yamlfile import load_text, read_mapping
 
 HARDWARE_DOC_KEYS = ("description",)  # documentation keys of a hardware profile, not settings
 LOCAL_PROCESSES_PER_CORE = 4  # more processes than this per core on one machine needs --oversubscribe
@@ -46,8 +45,10 @@ def parse_set(items: list[str]) -> dict[str, Any]:
         if not sep or not key.strip():
             raise BenchError(f"--set expects key=value, got {item!r}")
         try:
-            value = yaml.safe_load(raw)
-        except yaml.YAMLError:
+            value = load_text(raw, f"--set {key.strip()}")
+        except BenchError as e:
+            if "YAML syntax error" not in str(e):
+                raise  # a limit of bench.yamlfile (nesting, aliases, size): refused, not read as a string
             value = raw
         out[key.strip()] = value
     return out
@@ -65,25 +66,6 @@ def params_path() -> Path:
     return REPO_ROOT / "params.yaml"
 
 
-def _read_mapping(path: Path) -> dict:
-    """A YAML file's top-level mapping; a file that cannot be read or parsed is a one-line BenchError naming it."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = yaml.safe_load(f) or {}
-    except UnicodeDecodeError as e:
-        raise BenchError(f"{path}: not UTF-8 text (byte {e.start}: {e.reason})") from None
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
-        what = " ".join(str(getattr(e, "problem", None) or e).split())
-        raise BenchError(f"{path}{where}: YAML syntax error: {what}") from None
-    except OSError as e:
-        raise BenchError(f"{path}: cannot read ({e.strerror})") from None
-    if not isinstance(data, dict):
-        raise BenchError(f"{path}: expected a mapping at the top level")
-    return data
-
-
 def _section(where: str, value, what: str) -> dict:
     """A mapping section of params.yaml (``profiles``, ``algorithms``, one profile); BenchError naming it otherwise."""
     if value is None:
@@ -93,11 +75,27 @@ def _section(where: str, value, what: str) -> dict:
     return value
 
 
+PARAMS_KEYS = ("profile", "study", "hardware", "profiles", "algorithms")
+"""The top-level keys of params.yaml: the default profile, study and hardware, the training profiles, the algorithms'
+hyperparameters."""
+
+
 def load_params(path: Path | None = None) -> dict:
+    """params.yaml (read strictly, :mod:`bench.yamlfile`); a key other than :data:`PARAMS_KEYS` is refused."""
     path = Path(path) if path else params_path()
     if not path.is_file():
         raise BenchError(f"params file {str(path)!r} not found")
-    return _read_mapping(path)
+    data = read_mapping(path)
+    if "studies" in data:
+        raise BenchError(f"{path} has a `studies:` section; a study is its own file now, "
+                         f"{path.resolve().parent / 'pipelines' / 'studies'}/<name>.yaml: move each entry there")
+    unknown = sorted(set(data) - set(PARAMS_KEYS), key=str)
+    if unknown:
+        raise BenchError(f"{path}: unknown top-level key {unknown[0]!r}; valid: {choices_text(PARAMS_KEYS)}")
+    for key in ("profile", "study", "hardware"):
+        if key in data and not (isinstance(data[key], str) and data[key]):
+            raise BenchError(f"{path}: {key} must be a non-empty name, got {data[key]!r:.60}")
+    return data
 
 
 def hardware_dir(params_file: Path | None = None) -> Path:
@@ -113,7 +111,7 @@ def load_hardware(name: str, params_file: Path | None = None) -> dict:
     path = hardware_dir(params_file) / f"{name}.yaml"
     if not path.is_file():
         raise BenchError(f"unknown hardware profile {name!r}; valid: {', '.join(hardware_profiles(params_file)) or '(none)'}")
-    data = _read_mapping(path)
+    data = read_mapping(path)
     for key in HARDWARE_DOC_KEYS:
         data.pop(key, None)
     data.setdefault("hardware", name)
@@ -177,7 +175,8 @@ def check_machine(cfg: RunConfig) -> None:
     """What the run needs of the machine that launches it, probed there before anything is written (by
     :func:`resolve` and by the launcher, :func:`bench.launch.check_launch`), never by the ranks: this machine's
     cores for its local processes or its emulated hosts' CPU shares, an emulated cluster's support (root, network
-    namespaces, sshd), ``cpu_idle: poll``'s device, the dataset's files and the algorithm's own files."""
+    namespaces, sshd), ``cpu_idle: poll``'s device, the dataset's files, what the build and this machine support
+    (:mod:`bench.supports`: controller, point-to-point backend, device, memory) and the algorithm's own files."""
     launch = cfg.launch
     cores = os.cpu_count() or 1
     if not (launch.hosts or launch.hostfile or launch.emulated_hosts):
@@ -191,9 +190,14 @@ def check_machine(cfg: RunConfig) -> None:
         check_delay_support(launch)  # root and NFQUEUE for the delay lines
         host_shares(cfg)  # the hosts' CPU shares fit this machine's cores
     cpu_idle.check(launch.cpu_idle)
-    from .data import check_files  # bench.data imports torch (a second): not where a command only builds its parser
+    # bench.data and bench.supports import torch (a second): not where a command only builds its parser
+    from .data import check_files
+    from .supports import check_batch, check_build, check_memory
 
     check_files(cfg.train)
+    check_build(cfg)
+    check_batch(cfg)
+    check_memory(cfg)
     get_algorithm(cfg.algorithm).check_machine(cfg.params, cfg)
 
 
@@ -257,6 +261,9 @@ def resolve(algorithm: str, *, np: int | None = None, profile: str | None = None
     """A run's configuration from params.yaml, the hardware profile and ``overrides`` (``--set``), validated (``check``
     False: merged and typed only, for a run that will not be launched here, e.g. one ``bench predict`` models)."""
     algo = get_algorithm(algorithm)
+    for what, value in (("profile", profile), ("hardware", hardware)):
+        if value is not None and not (isinstance(value, str) and value):
+            raise BenchError(f"--{what} is empty: give a {what} name, or leave --{what} out for the default")
     check_names(study, tag, hardware or "local")
     params = load_params(params_file)
     where = str(Path(params_file) if params_file else params_path())

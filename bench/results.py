@@ -75,6 +75,11 @@ class StepRecord:
 
 
 EVAL_FIELDS = ("step", "epoch", "t", "samples_seen", "loss", "accuracy")
+STEP_REQUIRED = ("step", "epoch", "t", "samples", "loss", "accuracy", "step_s")
+"""The step record's fields every record must have (the others are checked where present: older runs lack some)."""
+NULLABLE = ("loss", "staleness")
+"""Record fields that may be null: a diverged model's loss (NaN is written as null), the staleness of a step without
+a commit."""
 
 
 class ResultsError(BenchError, ValueError):
@@ -118,6 +123,8 @@ def read_json(path: str | Path) -> Any:
         raise ResultsError(f"{path}:{e.lineno}: corrupt JSON ({e.msg})") from None
     except UnicodeDecodeError as e:
         raise ResultsError(f"{path}: not a JSON text file (byte {e.start} is not UTF-8)") from None
+    except RecursionError:
+        raise ResultsError(f"{path}:1: corrupt JSON (nested too deep to be a results file)") from None
 
 
 def read_json_object(path: str | Path) -> dict:
@@ -192,7 +199,7 @@ def read_jsonl(path: str | Path, tolerate_torn_tail: bool = False) -> list[dict]
             rec = json.loads(line)
             if not isinstance(rec, dict):
                 raise ValueError("not an object")
-        except ValueError as e:
+        except (ValueError, RecursionError) as e:
             if tolerate_torn_tail and i == len(lines):
                 break
             raise ResultsError(f"{path}:{i}: corrupt record ({e})") from None
@@ -252,6 +259,54 @@ class Run:
                 "repeat": c.get("repeat", 0), "profile": c.get("profile", ""), "status": self.status}
 
 
+def check_records(path: Path, frame: pd.DataFrame, fields, required) -> None:
+    """Every record of ``frame`` (read from ``path``, record i on line i + 1) has each of ``fields`` that is
+    ``required`` or present in any record as a number (a boolean for ``warmup``; null allowed for :data:`NULLABLE`);
+    ResultsError naming the file and the first bad line."""
+    fields = [name for name in fields if name in required or name in frame]
+    def refuse(name: str, row: int) -> None:
+        value = frame[name].iloc[row] if name in frame else None
+        kind = "true or false" if name == "warmup" else "a number" + (" or null" if name in NULLABLE else "")
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            raise ResultsError(f"{path}:{row + 1}: record without {name!r} ({kind})")
+        raise ResultsError(f"{path}:{row + 1}: record's {name!r} is {str(value)[:40]!r}, not {kind}")
+
+    is_bool, is_number = pd.api.types.is_bool_dtype, pd.api.types.is_numeric_dtype
+    for name in fields:
+        if name not in frame:
+            refuse(name, 0)
+    dtypes = frame.dtypes.to_dict()
+    typed = {name: is_bool(dtypes[name]) if name == "warmup" else is_number(dtypes[name]) and not is_bool(dtypes[name])
+             for name in fields}
+    strict = [name for name in fields if typed[name] and name not in NULLABLE and name != "warmup"]
+    columns = list(frame.columns)
+    missing = frame.isna().to_numpy()[:, [columns.index(n) for n in strict]]  # the common case: one pass
+    if missing.any():
+        row, col = (int(a[0]) for a in missing.nonzero())
+        refuse(strict[col], row)
+    for name in (n for n in fields if not typed[n]):  # a column of mixed types: value by value
+        column = frame[name]
+        if name in NULLABLE and column.isna().all():
+            continue
+        if name == "warmup":
+            bad = ~column.map(lambda v: isinstance(v, bool))
+        else:
+            number = pd.to_numeric(column.map(lambda v: None if isinstance(v, bool) else v), errors="coerce")
+            bad = number.isna() & (column.notna() if name in NULLABLE else True)
+        if bad.any():
+            refuse(name, int(bad.to_numpy().nonzero()[0][0]))
+
+
+def _check_label(path: Path, config: dict) -> None:
+    """config.json holds what a run's label reads (algorithm, launch.np, launch.hardware); ResultsError otherwise."""
+    launch = config.get("launch")
+    if not (isinstance(config.get("algorithm"), str) and isinstance(launch, dict)
+            and isinstance(launch.get("np"), int) and not isinstance(launch.get("np"), bool)
+            and isinstance(launch.get("hardware"), str)):
+        raise ResultsError(f"{path}: not a run's configuration (algorithm, launch.np and launch.hardware missing or "
+                           f"of the wrong type)")
+
+
 def load_run(path: str | Path) -> Run:
     path = Path(path)
     cfg_path = path / "config.json"
@@ -260,8 +315,11 @@ def load_run(path: str | Path) -> Run:
     config = read_json_object(cfg_path)
     if config.get("schema_version") != SCHEMA_VERSION:
         raise ResultsError(f"{cfg_path}: schema_version {config.get('schema_version')!r}, this suite reads {SCHEMA_VERSION}")
+    _check_label(cfg_path, config)
     system = read_json_object(path / "system.json") if (path / "system.json").exists() else {}
     summary = read_json_object(path / "summary.json") if (path / "summary.json").exists() else {"status": "incomplete"}
+    if summary.get("status") not in ("ok", "failed", "incomplete"):
+        raise ResultsError(f"{path / 'summary.json'}: status {str(summary.get('status'))[:40]!r} is not ok or failed")
     ok = summary.get("status") == "ok"
     if ok:
         _check_complete(path, config)
@@ -271,11 +329,14 @@ def load_run(path: str | Path) -> Run:
         recs = read_jsonl(f, tolerate_torn_tail=not ok)
         if recs:
             df = pd.DataFrame.from_records(recs)
+            check_records(f, df, StepRecord.keys(), STEP_REQUIRED)
             df.insert(0, "rank", int(f.stem[4:]))
             frames.append(df)
     steps = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["rank", *StepRecord.keys()])
     ev = path / "eval.jsonl"
     evals = pd.DataFrame.from_records(read_jsonl(ev, tolerate_torn_tail=not ok)) if ev.exists() else pd.DataFrame()
+    if not evals.empty:
+        check_records(ev, evals, EVAL_FIELDS, EVAL_FIELDS)
     if evals.empty:
         evals = pd.DataFrame(columns=list(EVAL_FIELDS))
     origin = first_step_start(steps)

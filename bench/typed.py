@@ -16,7 +16,7 @@ import types
 import typing
 from typing import Any, Literal
 
-from . import BenchError
+from . import BenchError, short
 
 
 def choices_text(valid) -> str:
@@ -43,48 +43,48 @@ def check(value: Any, tp: Any, name: str) -> Any:
     if origin is Literal:
         allowed = typing.get_args(tp)
         if value not in allowed:
-            raise BenchError(f"invalid {name} {value!r}; valid choices: {choices_text(allowed)}")
+            raise BenchError(f"invalid {name} {short(value)}; valid choices: {choices_text(allowed)}")
         return value
     if origin in (typing.Union, types.UnionType):
         if isinstance(value, float) and not math.isfinite(value):
-            raise BenchError(f"invalid {name} {value!r}: expected a finite number")
+            raise BenchError(f"invalid {name} {short(value)}: expected a finite number")
         for arg in typing.get_args(tp):
             try:
                 return check(value, arg, name)
             except BenchError:
                 pass
-        raise BenchError(f"invalid {name} {value!r}: expected {tp}")
+        raise BenchError(f"invalid {name} {short(value)}: expected {tp}")
     if tp is type(None):
         if value is not None:
-            raise BenchError(f"invalid {name} {value!r}: expected null")
+            raise BenchError(f"invalid {name} {short(value)}: expected null")
         return None
     if origin is list:
         (item_tp,) = typing.get_args(tp)
         if not isinstance(value, (list, tuple)):
-            raise BenchError(f"invalid {name} {value!r}: expected a list")
+            raise BenchError(f"invalid {name} {short(value)}: expected a list")
         return [check(v, item_tp, name) for v in value]
     if origin is dict:
         key_tp, val_tp = typing.get_args(tp)
         if not isinstance(value, dict):
-            raise BenchError(f"invalid {name} {value!r}: expected a mapping")
+            raise BenchError(f"invalid {name} {short(value)}: expected a mapping")
         return {check(_json_key(k, key_tp), key_tp, name): check(v, val_tp, name) for k, v in value.items()}
     if tp is bool:
         if not isinstance(value, bool):
-            raise BenchError(f"invalid {name} {value!r}: expected true or false")
+            raise BenchError(f"invalid {name} {short(value)}: expected true or false")
         return value
     if tp is int:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise BenchError(f"invalid {name} {value!r}: expected an integer")
+            raise BenchError(f"invalid {name} {short(value)}: expected an integer")
         return value
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise BenchError(f"invalid {name} {value!r}: expected a number")
+            raise BenchError(f"invalid {name} {short(value)}: expected a number")
         if not math.isfinite(value):
-            raise BenchError(f"invalid {name} {value!r}: expected a finite number")
+            raise BenchError(f"invalid {name} {short(value)}: expected a finite number")
         return float(value)
     if tp is str:
         if not isinstance(value, str):
-            raise BenchError(f"invalid {name} {value!r}: expected a string")
+            raise BenchError(f"invalid {name} {short(value)}: expected a string")
         return value
     if dataclasses.is_dataclass(tp):
         if isinstance(value, tp):
@@ -98,7 +98,7 @@ def check(value: Any, tp: Any, name: str) -> Any:
 def build(cls, values: dict | None, what: str = "key"):
     """Dataclass ``cls`` from ``values``; unknown keys and wrong types are errors naming ``what``."""
     if values is not None and not isinstance(values, dict):
-        raise BenchError(f"{what}s must be a mapping, got {values!r}")
+        raise BenchError(f"{what}s must be a mapping, got {short(values)}")
     values = dict(values or {})
     types_ = field_types(cls)
     unknown = sorted(set(values) - set(types_))

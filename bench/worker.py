@@ -45,12 +45,13 @@ from .comm import Comm
 from .data import Shard, load_dataset
 from .metrics.throughput import window_throughput
 from .inject import Faults, Straggler
+from .launch.lock import check_ours, still_ours
 from .models import build_model, make_optimizer
 from .progress import step_bar
 from .resolve import load_config
 from .results import JsonlWriter, StepRecord, mark_failed, read_json, write_json_atomic, write_summary
 from .timing import StepTimer, ThreadCpu, device_sync
-from .watchdog import on_sigterm_raise, unfinished, watch_launcher
+from .watchdog import on_sigterm_raise, send_heartbeats, unfinished, watch_launcher
 
 
 class StepTiming(NamedTuple):
@@ -220,6 +221,7 @@ class Worker:
         self.algo.finalize()
         train_s = time.time() - wall0
         cpu = {"wall_s": round(train_s, 6), **threads.between(cpu0, threads.read())}
+        check_ours(self.run_dir)  # a directory deleted or replaced under the job gets nothing more of this run
         eval0 = time.time()
         final = self.evaluate_snapshots()
         eval_s = time.time() - eval0
@@ -228,6 +230,7 @@ class Worker:
                 "stats": self.algo.stats(), "eval_s": eval_s, "snapshot_s": self.snapshot_s, "cpu_threads": cpu}
         gathered = comm.allgather_object(mine)  # comm: gather every rank's figures on every rank, for rank 0's summary
         if comm.rank == 0:
+            check_ours(self.run_dir)
             self.write_summary(gathered, train_s, time.time() - wall0)
 
     def write_summary(self, gathered: list[dict], train_s: float, wall_s: float) -> None:
@@ -270,7 +273,8 @@ def main(argv: list[str] | None = None) -> int:
     if len({json.dumps(asdict(c.launch), sort_keys=True) for c in cfgs}) > 1:
         print("error: the runs of one job must have the same launch settings (np, hardware, hosts)", file=sys.stderr)
         return 2
-    watch_launcher(run_dirs)
+    watch_launcher(run_dirs, owned=still_ours)
+    goodbye = send_heartbeats()  # to the launcher, which names this rank if they stop (bench.watchdog)
     on_sigterm_raise()
     hv = cfgs[0].launch.horovod
     comm = Comm(cfgs[0].launch.network_interface, cfgs[0].launch.p2p_backend, wait_sleep_us=hv.wait_sleep_us,
@@ -286,14 +290,17 @@ def main(argv: list[str] | None = None) -> int:
         except BaseException as e:  # any failure on any rank: mark the run failed and leave at once
             reason = f"rank {comm.rank}: {type(e).__name__}: {e}"
             try:
-                mark_failed(run_dir, reason)
-                for later in unfinished(run_dirs[i + 1:]):
-                    mark_failed(later, f"not run: {run_dir.name}, run earlier in the same job, failed")
+                goodbye()
+                for d, why in [(run_dir, reason)] + [(later, f"not run: {run_dir.name}, run earlier in the same job, "
+                                                           f"failed") for later in unfinished(run_dirs[i + 1:])]:
+                    if still_ours(d):
+                        mark_failed(d, why)
             finally:
                 traceback.print_exc()
                 sys.stdout.flush()
                 sys.stderr.flush()
                 os._exit(1)
+    goodbye()
     comm.shutdown()
     return 0
 

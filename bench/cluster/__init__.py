@@ -39,8 +39,8 @@ API (all raise :class:`bench.BenchError` with a one-line reason)::
         # np, env (add to horovodrun's environment: PATH with the suite's ssh wrapper first)
     horovodrun_args(settings)         # ["-np", N, "--hostfile", H, "--network-interface", IF, "-p", PORT,
                                       #  "--ssh-identity-file", KEY]
-    watched(settings, run_dirs)       # context: a Watch whose wait(proc, timeout) raises DelayLineDown if a delay
-                                      # line dies; records their CPU in system.json afterwards
+    watched(settings, run_dirs)       # context: a Watch whose check() raises DelayLineDown if a delay line
+                                      # died; records their CPU in system.json afterwards
 
 Only one emulated cluster exists per machine (its names are fixed); operations are serialised by a lock.
 """

@@ -11,7 +11,7 @@ import time
 from .. import BenchError, run_command
 from . import delay, net, slurm
 from .cgroups import share_of
-from .lifecycle import down, leftovers, start_slurm, state, up
+from .lifecycle import down, leftovers, problems, start_slurm, state, up
 from .spec import Spec
 
 
@@ -60,6 +60,9 @@ def cmd_cluster(args) -> int:
             return 0
         if st:
             _print_state(st)
+        elif problems():
+            print(f"emulated cluster BROKEN: {'; '.join(problems())}; the next --hardware emu* run or `up` rebuilds it, "
+                  f"`down` removes it")
         else:
             left = {k: v for k, v in leftovers().items() if v}
             print("no emulated cluster" + (f"; leftovers (removed by the next up/down): {left}" if left else ""))

@@ -268,7 +268,8 @@ class DelayLineDown(BenchError):
 
 
 class Watch:
-    """The delay lines of a job's cluster, checked while the launcher waits for the job (:func:`watched`)."""
+    """The delay lines of a job's cluster, checked while the launcher waits for the job (:func:`watched`;
+    :class:`bench.launch.health.JobWatch` calls :meth:`check`)."""
 
     def __init__(self, lines: list[dict]):
         self.lines = lines
@@ -280,21 +281,6 @@ class Watch:
                 raise DelayLineDown(f"the delay line of emulated host {d['host']} ({d['address']}, pid {d['pid']}) "
                                     f"died during the job: its host's traffic was dropped from then on, not passed "
                                     f"undelayed; the run is void (python -m bench cluster status)")
-
-    def wait(self, proc: subprocess.Popen, timeout: float, every: float = 0.25) -> int:
-        """``proc.wait(timeout)``, checking the delay lines every ``every`` seconds: DelayLineDown when one died."""
-        deadline = time.monotonic() + timeout
-        while True:
-            self.check()
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise subprocess.TimeoutExpired(proc.args, timeout)
-            try:
-                rc = proc.wait(timeout=min(every, left) if self.lines else left)
-            except subprocess.TimeoutExpired:
-                continue
-            self.check()  # a job that ended (maybe of it) after a delay line died fails naming it
-            return rc
 
     def record(self) -> dict:
         """The delay lines' CPU during the job, and what they report of themselves."""
@@ -313,7 +299,7 @@ class Watch:
 @contextlib.contextmanager
 def watched(settings: dict | None, run_dirs: list[Path]):
     """While a job runs on the emulated cluster of ``settings`` (``launch_settings``; None: no cluster), yield a
-    :class:`Watch` whose ``wait`` replaces ``proc.wait``; afterwards, with a delay, record the delay lines' CPU in
+    :class:`Watch` whose ``check`` the launcher calls while it waits; afterwards, with a delay, record the delay lines' CPU in
     each run's system.json (``network.delay_line``)."""
     lines = (settings or {}).get("delay_lines") or []
     watch = Watch(lines)

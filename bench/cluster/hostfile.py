@@ -13,7 +13,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .. import BenchError
+from .. import BenchError, short
+from ..config import HOST_NAME
 from .spec import DIR, State
 
 HOSTFILE_DIR = DIR / "hostfiles"
@@ -49,6 +50,29 @@ def write_hostfile(st: State, workers: int, server_host: bool = False) -> Path:
     tmp.write_text(lines)
     os.replace(tmp, path)
     return path
+
+
+def check_hostfile(path: Path) -> list[tuple[str, int]]:
+    """A horovodrun hostfile read and checked before launch: ``HOST [slots=N]`` lines (``#`` comments and blank lines
+    aside), every host a plain name (horovodrun writes it unquoted into the ssh command and the ranks' environment);
+    ``[(host, slots), ...]``. BenchError naming the file and line otherwise."""
+    try:
+        lines = Path(path).read_text().splitlines()
+    except (OSError, UnicodeDecodeError) as e:
+        raise BenchError(f"hostfile {str(path)!r} cannot be read ({getattr(e, 'strerror', None) or e})") from None
+    hosts = []
+    for i, line in enumerate(lines, start=1):
+        fields = line.split("#", 1)[0].split()
+        if not fields:
+            continue
+        slots = fields[1].removeprefix("slots=") if len(fields) == 2 else "1"
+        if len(fields) > 2 or not HOST_NAME.fullmatch(fields[0]) or not slots.isdigit() or int(slots) < 1:
+            raise BenchError(f"{path}:{i}: {short(line.strip())} is not 'HOST slots=N' (a host name or IPv4 address: "
+                             f"letters, digits, '.', '-', '_'; N >= 1)")
+        hosts.append((fields[0], int(slots)))
+    if not hosts:
+        raise BenchError(f"hostfile {str(path)!r} names no host")
+    return hosts
 
 
 def launch_settings(st: State, processes: int, server_host: bool) -> dict:

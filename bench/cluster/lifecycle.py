@@ -116,10 +116,24 @@ def _write_state(st: State) -> None:
     os.replace(tmp, STATE_FILE)
 
 
-def _healthy(st: State) -> bool:
+def _problems(st: State) -> list[str]:
+    """What is wrong with the cluster ``st`` describes (empty: healthy): a namespace or the bridge missing, an sshd or
+    delay line dead, a link down (``ip link set ... down``: every job on that host would fail until a rebuild)."""
     if net.list_netns() != [h.netns for h in st.hosts] or st.bridge not in net.list_links():
-        return False
-    return all(h.sshd_pid and sshd.ours(h.sshd_pid) for h in st.hosts) and delay.healthy(st)
+        return ["its namespaces or bridge are not all there"]
+    dead = [f"host {h.index}'s sshd is gone" for h in st.hosts if not (h.sshd_pid and sshd.ours(h.sshd_pid))]
+    return dead + ([] if delay.healthy(st) else ["a delay line is dead"]) + net.down_links(range(len(st.hosts)))
+
+
+def _healthy(st: State) -> bool:
+    return not _problems(st)
+
+
+def problems() -> list[str]:
+    """``cluster status``: what is wrong with the cluster whose state file exists (empty: none, or healthy); the next
+    run or ``up`` rebuilds a broken one."""
+    st = _read_state() if os.geteuid() == 0 else None
+    return _problems(st) if st is not None else []
 
 
 def state() -> State | None:

@@ -134,6 +134,24 @@ def subnet_users() -> list[str]:
     return out
 
 
+def _admin_up(prefix: list[str], dev: str) -> bool:
+    proc = sh.run([*prefix, "-o", "link", "show", "dev", dev], check=False)
+    flags = proc.stdout.split("<", 1)[1].split(">", 1)[0].split(",") if "<" in proc.stdout else []
+    return proc.returncode == 0 and "UP" in flags
+
+
+def down_links(hosts) -> list[str]:
+    """The links of ``hosts`` (host indices) that are not up (the bridge, each host's veth at either end), named for a
+    reason (``emulated host 2's link (dbemu-v2, the bridge's end) is down``); empty when every link is up."""
+    down = [] if _admin_up(["ip"], BRIDGE) else [f"the bridge {BRIDGE} is down"]
+    for i in hosts:
+        for prefix, dev, end in ((["ip"], veth_root_name(i), "the bridge's end"),
+                                 (["ip", "-n", netns_name(i)], IFNAME, "the host's end")):
+            if not _admin_up(prefix, dev):
+                down.append(f"emulated host {i}'s link ({dev}, {end}) is down")
+    return down
+
+
 def netns_pids(ns: str) -> list[int]:
     proc = sh.run(["ip", "netns", "pids", ns], check=False)
     return [int(p) for p in proc.stdout.split() if p.isdigit()]

@@ -68,6 +68,11 @@ def host_address(i: int) -> str:
     return str(SUBNET.network_address + 2 + i)
 
 
+def host_index(address: str) -> int:
+    """The host whose address is ``address`` (:func:`host_address`'s inverse)."""
+    return int(ipaddress.ip_address(address)) - int(SUBNET.network_address) - 2
+
+
 def cgroup_path(i: int) -> Path:
     return CGROUP_ROOT / netns_name(i)
 

@@ -214,19 +214,22 @@ class Comm:
 
         if self._torch_dist:
             return
-        addr_port = None
-        if self.rank == 0:
-            addr = self.host_address()
-            with socket.socket() as s:  # a free port on rank 0's address for the TCP store
-                s.bind((addr, 0))
-                addr_port = (addr, s.getsockname()[1])
+        addr_port, listening = None, None
+        if self.rank == 0:  # the store listens on the job's address only (a socket bound there, handed to the store)
+            listening = socket.socket()
+            listening.bind((self.host_address(), 0))
+            listening.listen(128)
+            addr_port = listening.getsockname()[:2]
         addr, port = self.broadcast_object(addr_port, root=0)  # comm: broadcast rank 0's store address to every rank (rendezvous through Horovod)
         if self.backend() == "gloo" and self.network_interface:
             os.environ.setdefault("GLOO_SOCKET_IFNAME", self.network_interface)
         elif self.backend() == "gloo" and addr == "127.0.0.1":
             os.environ.setdefault("GLOO_SOCKET_IFNAME", _loopback_interface())
-        dist.init_process_group(self.backend(), init_method=f"tcp://{addr}:{port}", rank=self.rank,  # comm: join torch.distributed's default group of all ranks
-                                world_size=self.size, timeout=datetime.timedelta(seconds=timeout_s))
+        timeout = datetime.timedelta(seconds=timeout_s)
+        store = dist.TCPStore(addr, port, self.size, self.rank == 0, timeout, wait_for_workers=False,  # comm: connect to rank 0's store (rank 0 serves it on the socket bound above)
+                              master_listen_fd=listening.detach() if listening is not None else None)
+        dist.init_process_group(self.backend(), store=store, rank=self.rank,  # comm: join torch.distributed's default group of all ranks
+                                world_size=self.size, timeout=timeout)
         self._torch_dist = True
 
     def p2p(self, timeout_s: float = 300.0):

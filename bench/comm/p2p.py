@@ -27,7 +27,65 @@ import datetime
 import torch
 import torch.distributed as dist
 
-__all__ = ["CommTimeout", "Exchange", "P2P", "source_rank", "wait_for"]
+__all__ = ["CommTimeout", "Exchange", "P2P", "WireError", "arm", "inbox", "room", "source_rank", "take", "wait_for"]
+
+SPARE = 1024
+"""Least room, in elements, past the expected end of every receive buffer (:func:`room`)."""
+INT_SENTINEL = -0x2F2F2F2F2F2F2F2F
+"""Marks an int64 receive buffer's last expected and first spare element (no valid header field holds it)."""
+FLOAT_SENTINELS = {torch.float32: (torch.int32, -0x00200001), torch.float64: (torch.int64, -0x0008000000000001)}
+"""Float dtype -> (the integer view of its bits, the bits of a NaN no valid (finite) vector holds)."""
+
+
+class WireError(RuntimeError):
+    """A message its receiver refuses, naming the sender: shorter or longer than expected, not finite, malformed."""
+
+
+def room(numel: int) -> int:
+    """Elements of a receive buffer for a message of ``numel``: twice as many (at least :data:`SPARE` more). gloo
+    aborts the receiving process on a message longer than the buffer posted and accepts a shorter one silently;
+    with this room, any message up to twice the expected length is refused naming its sender (:func:`take`). The
+    room costs address space only: pages that no message reaches are never touched."""
+    return numel + max(SPARE, numel)
+
+
+def _bits(buf: torch.Tensor) -> tuple[torch.Tensor, int]:
+    if buf.dtype == torch.int64:
+        return buf, INT_SENTINEL
+    view, sentinel = FLOAT_SENTINELS[buf.dtype]
+    return buf.view(view), sentinel
+
+
+def arm(buf: torch.Tensor, numel: int) -> torch.Tensor:
+    """Before a receive of ``numel`` elements into ``buf``: the sentinel in its last expected and, when it has room,
+    its first spare element (:func:`take` reads them). Returns ``buf``."""
+    bits, sentinel = _bits(buf)
+    bits[numel:numel + 1] = sentinel
+    if numel:
+        bits[numel - 1:numel] = sentinel
+    return buf
+
+
+def inbox(numel: int, dtype=torch.float32, device=None) -> torch.Tensor:
+    """An armed receive buffer for ``numel`` elements with :func:`room` (int64, float32 or float64)."""
+    return arm(torch.empty(room(numel), dtype=dtype, device=device), numel)
+
+
+def take(buf: torch.Tensor, numel: int, src: int, what: str, finite: bool = True) -> torch.Tensor:
+    """The first ``numel`` elements of ``buf`` (armed by :func:`arm`) once a message from rank ``src`` arrived,
+    checked: not shorter than ``numel`` (the last expected element still holds the sentinel), not longer (the first
+    spare one does not), and with ``finite`` every value finite; WireError naming ``src`` and ``what`` otherwise."""
+    bits, sentinel = _bits(buf)
+    kind = str(buf.dtype).replace("torch.", "")
+    if numel and int(bits[numel - 1]) == sentinel:
+        raise WireError(f"rank {src}: short {what} (fewer than the {numel} {kind} elements expected)")
+    if buf.numel() > numel and int(bits[numel]) != sentinel:
+        raise WireError(f"rank {src}: {what} longer than the {numel} {kind} elements expected")
+    out = buf[:numel]
+    if finite and out.is_floating_point() and not bool(torch.isfinite(out).all()):
+        bad = int((~torch.isfinite(out)).sum())
+        raise WireError(f"rank {src}: {what} with {bad} non-finite value(s) (NaN or inf); refused")
+    return out
 
 
 class CommTimeout(RuntimeError):
@@ -95,31 +153,40 @@ class P2P:
         return dist.irecv(buffer, src=src, tag=tag, group=self.group)  # comm: start receiving a tensor from rank src (any rank when None) into buffer
 
     def exchange(self, sends: list[tuple[torch.Tensor, int]], recvs: list[tuple[torch.Tensor, int]], tag: int = 0) -> "Exchange":
-        """Start a round of point-to-point messages: ``sends`` (tensor, peer) and ``recvs`` (buffer, peer)."""
-        ops = []
+        """Start a round of point-to-point messages: ``sends`` (tensor, peer) and ``recvs`` (a tensor of the shape and
+        dtype expected, peer). Over gloo each message is received with room and checked (:func:`take`: not short, not
+        long, finite); over NCCL, whose receives must match their sends' length, into the tensor itself, checked
+        finite."""
+        roomy = dist.get_backend(self.group) == "gloo"
+        ops, boxes = [], []
         for buf, src in recvs:
             self._check_peer(src)
-            ops.append(dist.P2POp(dist.irecv, buf, src, tag=tag, group=self.group))
+            box = inbox(buf.numel(), buf.dtype, buf.device) if roomy else arm(buf, buf.numel())
+            ops.append(dist.P2POp(dist.irecv, box, src, tag=tag, group=self.group))
+            boxes.append((box, buf, src))
         for tensor, dst in sends:
             self._check_peer(dst)
             ops.append(dist.P2POp(dist.isend, tensor.contiguous(), dst, tag=tag, group=self.group))
-        return Exchange(dist.batch_isend_irecv(ops) if ops else [], [b for b, _ in recvs])  # comm: start the round's sends to and receives from the peers, as one batch
+        return Exchange(dist.batch_isend_irecv(ops) if ops else [], boxes, tag)  # comm: start the round's sends to and receives from the peers, as one batch
 
     def close(self) -> None:
         """Nothing to release beyond the process group, which :meth:`Comm.shutdown` destroys."""
 
 
 class Exchange:
-    """The handles of one :meth:`P2P.exchange` round; the received buffers are valid after :meth:`wait`."""
+    """The handles of one :meth:`P2P.exchange` round; :meth:`wait` returns the received messages, checked."""
 
-    def __init__(self, works: list, buffers: list[torch.Tensor]):
-        self.works, self.buffers = works, buffers
+    def __init__(self, works: list, boxes: list[tuple[torch.Tensor, torch.Tensor, int]], tag: int = 0):
+        self.works, self.boxes, self.tag = works, boxes, tag
 
     def wait(self) -> list[torch.Tensor]:
+        """The received messages (shaped as the tensors given), each checked (:func:`take`); WireError naming the
+        sender of one refused."""
         for w in self.works:
             w.wait()  # comm: wait for the round's sends and receives to complete
         self.works = []
-        return self.buffers
+        return [take(box, like.numel(), src, f"message (tag {self.tag})").view(like.shape)
+                for box, like, src in self.boxes]
 
     def done(self) -> bool:
         return all(w.is_completed() for w in self.works)

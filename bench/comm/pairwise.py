@@ -17,9 +17,10 @@ Wire protocol, on a channel of its own (:meth:`bench.comm.p2p.P2P.channel`, open
 
 (the tags: :mod:`bench.comm.tags`)
 
-The passive refuses (a RuntimeError naming the sender) a header with a wrong magic, an unknown kind,
-a rank field that is not the sending rank, or a sender that is not an active it serves or has said
-DONE. Every wait is bounded (:func:`bench.comm.p2p.wait_for`): a dead or silent peer raises
+The passive refuses (a :class:`bench.comm.p2p.WireError` naming the sender) a header with a wrong magic, an unknown
+kind, a rank field that is not the sending rank, or a sender that is not an active it serves or has said DONE; both
+ends refuse a header or vector shorter or longer than expected, or a vector with a value that is not finite
+(:func:`bench.comm.p2p.take`). Every wait is bounded (:func:`bench.comm.p2p.wait_for`): a dead or silent peer raises
 :class:`bench.comm.CommTimeout` naming it, never a hang.
 """
 
@@ -30,7 +31,7 @@ from typing import Iterable, Iterator
 import torch
 
 from . import tags
-from .p2p import P2P, CommTimeout, source_rank, wait_for
+from .p2p import P2P, CommTimeout, WireError, arm, inbox, room, source_rank, take, wait_for
 
 MAGIC = 0x41445047  # "ADPG"
 AVG, DONE = 1, 2
@@ -51,15 +52,15 @@ class PairwiseChannel:
     # -- active side -----------------------------------------------------------------------
     def swap(self, partner: int, mine: torch.Tensor, step: int) -> torch.Tensor:
         """Send a request and ``mine`` to passive ``partner``; return the partner's vector (``mine``'s shape and
-        dtype) once it has arrived."""
-        theirs = torch.empty_like(mine)
+        dtype) once it has arrived, checked (:func:`bench.comm.p2p.take`: its length, every value finite)."""
+        theirs = inbox(mine.numel(), mine.dtype)
         what = f"rank {self.rank}: averaging with passive rank {partner}"
         reply = self.chan.irecv(theirs, src=partner, tag=tags.PAIRWISE_REPLY)  # comm: post the receive of x_passive from the passive first
         request = self._header(AVG, step)
         wait_for(self.chan.isend(request, partner, tag=tags.PAIRWISE_HEADER), self.timeout_s, what)  # comm: send the AVG request to the passive
         wait_for(self.chan.isend(mine, partner, tag=tags.PAIRWISE_DATA), self.timeout_s, what)  # comm: send x_active to the passive
         wait_for(reply, self.timeout_s, what)  # comm: receive x_passive from the passive
-        return theirs
+        return take(theirs, mine.numel(), partner, f"{self.label}: x_passive").view_as(mine)
 
     def done(self, passives: Iterable[int], step: int) -> None:
         """Tell every one of ``passives`` that this active sends no more requests."""
@@ -73,20 +74,20 @@ class PairwiseChannel:
         ``actives`` has sent DONE. The caller answers each request (:meth:`receive`, then :meth:`reply`) before it
         asks for the next one."""
         pending = set(actives)
-        hdr = torch.zeros(HEADER_LEN, dtype=torch.int64)
+        hdr = torch.empty(room(HEADER_LEN), dtype=torch.int64)
         me = self.rank
         while pending:
-            work = self.chan.irecv(hdr, src=None, tag=tags.PAIRWISE_HEADER)  # comm: receive a request header from any active
+            work = self.chan.irecv(arm(hdr, HEADER_LEN), src=None, tag=tags.PAIRWISE_HEADER)  # comm: receive a request header from any active
             try:
                 wait_for(work, self.timeout_s, f"rank {me} (passive)")
             except CommTimeout as e:
                 raise CommTimeout(f"{self.label}: passive rank {me} heard from no active within {self.timeout_s:g} s; "
                                   f"actives not done: {sorted(pending)}; {e}") from e
             src = source_rank(work)
-            magic, kind, sender, _ = hdr.tolist()
+            magic, kind, sender, _ = take(hdr, HEADER_LEN, src, f"{self.label}: request header to passive rank {me}").tolist()
             if magic != MAGIC or sender != src or src not in pending or kind not in (AVG, DONE):
-                raise RuntimeError(f"{self.label}: passive rank {me}: bad request {hdr.tolist()} from rank {src} "
-                                   f"(active neighbours not done: {sorted(pending)})")
+                raise WireError(f"{self.label}: passive rank {me}: bad request {hdr[:HEADER_LEN].tolist()} from rank "
+                                f"{src} (active neighbours not done: {sorted(pending)})")
             if kind == DONE:
                 pending.discard(src)
                 continue
@@ -96,10 +97,12 @@ class PairwiseChannel:
         return f"{self.label}: passive rank {self.rank}: averaging requested by rank {src}"
 
     def receive(self, src: int, into: torch.Tensor) -> torch.Tensor:
-        """The requesting active's vector, received into ``into`` (returned)."""
-        wait_for(self.chan.irecv(into, src=src, tag=tags.PAIRWISE_DATA), self.timeout_s,  # comm: receive x_active from the active
+        """The requesting active's vector, received with room, checked (:func:`bench.comm.p2p.take`: its length,
+        every value finite) and copied into ``into`` (returned)."""
+        box = inbox(into.numel(), into.dtype)
+        wait_for(self.chan.irecv(box, src=src, tag=tags.PAIRWISE_DATA), self.timeout_s,  # comm: receive x_active from the active
                  self._serving(src))
-        return into
+        return into.copy_(take(box, into.numel(), src, f"{self._serving(src)}: x_active").view_as(into))
 
     def reply(self, src: int, mine: torch.Tensor) -> None:
         """Send ``mine`` to the requesting active (the end of its :meth:`swap`)."""

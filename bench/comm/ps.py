@@ -46,38 +46,38 @@ sending rank, a size that is not the centre's, a clock from the future, a SNAP w
 step, a commit or buffers with a non-finite value (NaN, ±inf: they would poison θ̃), any message
 from a rank that is not a worker, and any message from a worker after its DONE. Every header and
 payload is checked for its length: gloo accepts a message shorter than the receive buffer (the rest of
-the buffer keeps what it held) and aborts the process on a longer one, so each receive posts a buffer
-:data:`SPARE` elements longer than the message it expects, filled with a sentinel where the message must
-end: a short message leaves the sentinel in its last element, a long one (up to ``SPARE`` elements too
-long) overwrites the first spare one; both are refused naming the sender, never an abort. Receives have a timeout: a worker that dies or goes silent ends
+the buffer keeps what it held) and aborts the process on a longer one, so each receive posts a buffer with room
+(:func:`bench.comm.p2p.room`: a header :data:`SPARE` int64 longer, a payload twice as long as expected), filled with
+a sentinel where the message must end: a short message leaves the sentinel in its last element, a long one (up to
+the room) overwrites the first spare one; both are refused naming the sender, never an abort. A message longer than
+the room still aborts the server inside gloo (which checks the length only after matching the receive, and cannot
+be told to refuse instead); the suite's own senders never send one (a commit's length is checked before it leaves,
+:meth:`PSClient.commit`). Receives have a timeout: a worker that dies or goes silent ends
 the server with a :class:`bench.comm.CommTimeout` naming the ranks that had not finished, never a hang.
 """
 
 from __future__ import annotations
 
-import math
 import time
 from typing import Callable
 
 import torch
 
 from . import tags
-from .p2p import P2P, CommTimeout, source_rank, wait_for
+from .p2p import INT_SENTINEL, SPARE, P2P, CommTimeout, WireError, arm, room, source_rank, take, wait_for
 
 MAGIC = 0x50535631  # "PSV1"
 PULL, COMMIT, DONE, SNAP = 1, 2, 3, 4
 KINDS = {PULL: "PULL", COMMIT: "COMMIT", DONE: "DONE", SNAP: "SNAP"}
 F_SNAPSHOT, F_PULL = 1, 2
 HEADER_LEN, REPLY_LEN = 6, 3
-SPARE = 1024  # elements past the expected end of every receive buffer: a message this much too long is refused, not an abort
-HEADER_SENTINEL = -0x2F2F2F2F2F2F2F2F  # no field of a valid header holds it
-PAYLOAD_SENTINEL = -0x00200001  # int32 bits of a NaN (0xFFDFFFFF), which no valid payload holds
+HEADER_SENTINEL = INT_SENTINEL  # no field of a valid header holds it
 
 # apply(centre, payload, tau, worker, pulled) -> True when θ̃ changed (the clock advances)
 UpdateRule = Callable[[torch.Tensor, torch.Tensor, int, int, "torch.Tensor | None"], bool]
 
 
-class PSProtocolError(RuntimeError):
+class PSProtocolError(WireError):
     """A message the server does not accept."""
 
 
@@ -117,31 +117,17 @@ def received_header(buf: torch.Tensor, src: int) -> list[int]:
 
 
 def payload_buffer(numel: int) -> torch.Tensor:
-    """A receive buffer for a float32 vector of ``numel`` elements, with the spare room :func:`received_payload` checks."""
-    return torch.empty(numel + SPARE, dtype=torch.float32)
-
-
-def arm(buf: torch.Tensor, numel: int) -> None:
-    """Before a receive into ``buf`` of ``numel`` elements: the sentinel in its last expected and first spare element."""
-    bits = buf.view(torch.int32)
-    bits[numel:numel + 1] = PAYLOAD_SENTINEL
-    if numel:
-        bits[numel - 1:numel] = PAYLOAD_SENTINEL
+    """A receive buffer for a float32 vector of ``numel`` elements, with the room :func:`received_payload` checks."""
+    return torch.empty(room(numel), dtype=torch.float32)
 
 
 def received_payload(buf: torch.Tensor, numel: int, src: int, what: str) -> torch.Tensor:
-    """The first ``numel`` elements of ``buf`` (armed by :func:`arm`), checked for length and finiteness;
-    PSProtocolError naming ``src`` and ``what`` otherwise."""
-    bits = buf.view(torch.int32)
-    if numel and int(bits[numel - 1]) == PAYLOAD_SENTINEL:
-        raise PSProtocolError(f"rank {src}: short {what} (fewer than the {numel} float32 elements expected)")
-    if int(bits[numel]) != PAYLOAD_SENTINEL:
-        raise PSProtocolError(f"rank {src}: {what} longer than the {numel} float32 elements expected")
-    payload = buf[:numel]
-    if not math.isfinite(float(payload.sum())) and not bool(torch.isfinite(payload).all()):  # one pass, no copy, mostly
-        bad = int((~torch.isfinite(payload)).sum())
-        raise PSProtocolError(f"rank {src}: {what} with {bad} non-finite value(s) (NaN or inf); refused")
-    return payload
+    """The first ``numel`` elements of ``buf`` (armed by :func:`bench.comm.p2p.arm`), checked for length and
+    finiteness (:func:`bench.comm.p2p.take`); PSProtocolError naming ``src`` and ``what`` otherwise."""
+    try:
+        return take(buf, numel, src, what)
+    except WireError as e:
+        raise PSProtocolError(str(e)) from None
 
 
 def served_spread(served: list[int]) -> float | None:
@@ -262,7 +248,8 @@ class PSClient:
         self.rank, self.server, self.numel, self.timeout_s = rank, server, numel, timeout_s
         self.p2p = p2p if p2p is not None else P2P.default()
         self._sent: list = []  # (handle, tensor) of the SNAP messages sent without waiting, released by done()
-        self._reply = torch.zeros(REPLY_LEN, dtype=torch.int64)
+        self._reply = torch.empty(room(REPLY_LEN), dtype=torch.int64)
+        self._centre = payload_buffer(numel)  # the centre is received here (with room: checked), then copied
         self.clock = 0  # server clock returned by the last window-starting pull
         self.header_bytes = HEADER_LEN * 8
 
@@ -270,8 +257,9 @@ class PSClient:
         return torch.tensor([MAGIC, kind, self.rank, clock, numel, flags], dtype=torch.int64)
 
     def _exchange(self, header: torch.Tensor, payload: torch.Tensor | None, into: torch.Tensor | None) -> tuple[int, int]:
-        rw = self.p2p.irecv(self._reply, src=self.server, tag=tags.PS_REPLY)  # comm: post the receive of the server's reply first
-        cw = self.p2p.irecv(into, src=self.server, tag=tags.PS_CENTRE) if into is not None else None  # comm: post the receive of θ̃ from the server
+        rw = self.p2p.irecv(arm(self._reply, REPLY_LEN), src=self.server, tag=tags.PS_REPLY)  # comm: post the receive of the server's reply first
+        cw = (self.p2p.irecv(arm(self._centre, self.numel), src=self.server, tag=tags.PS_CENTRE)  # comm: post the receive of θ̃ from the server
+              if into is not None else None)
         self.p2p.send(header, self.server, tag=tags.PS_HEADER)  # comm: send the header to the server
         if payload is not None:
             self.p2p.send(payload, self.server, tag=tags.PS_DATA)  # comm: send the commit's payload to the server
@@ -280,7 +268,8 @@ class PSClient:
         if cw is not None:
             wait_for(cw, self.timeout_s,  # comm: receive the centre θ̃ from the server
                      f"rank {self.rank}: centre from the parameter server (rank {self.server})")
-        clock, tau, _ = self._reply.tolist()
+            into.copy_(take(self._centre, self.numel, self.server, "centre").view_as(into))
+        clock, tau, _ = take(self._reply, REPLY_LEN, self.server, "reply").tolist()
         return clock, tau
 
     def pull(self, into: torch.Tensor, snapshot: bool = True) -> int:

@@ -42,7 +42,7 @@ from ..placement import cluster_held, emulated_cluster, processes
 from ..resolve import check_machine
 from ..results import write_json_atomic
 from ..system import collect
-from .command import horovod_environment, horovod_record, horovodrun_command, network
+from .command import horovod_environment, horovod_record, horovodrun_command, host_slots, network
 from .job import execute, execute_many, jobs
 from .lock import RunLock, claim
 
@@ -52,11 +52,16 @@ __all__ = ["check_launch", "execute", "execute_many", "prepare", "run", "run_man
 def check_launch(cfgs: list[RunConfig]) -> None:
     """What this machine must offer the runs, checked before anything is written (the ranks never probe it again:
     they read their config.json with :func:`bench.resolve.load_config`): for a Slurm profile an allocation holding
-    every process, and each run's :func:`bench.resolve.check_machine` (cores, the emulated cluster's support,
-    dataset files...)."""
+    every process, each run's :func:`bench.resolve.check_machine` (cores, the emulated cluster's support,
+    dataset files...), and the hosts' names and slots against its processes (:func:`bench.launch.command.host_slots`:
+    the hosts list or a hostfile)."""
     check_allocation(cfgs, processes)
     for cfg in cfgs:
         check_machine(cfg)
+        given = None if cfg.launch.emulated_hosts else host_slots(cfg)  # names that reach a shell: checked
+        if given is not None and sum(k for _, k in given[1]) < processes(cfg) and not cfg.launch.oversubscribe:
+            raise BenchError(f"{processes(cfg)} processes ({cfg.algorithm} with np={cfg.launch.np}) exceed the "
+                             f"{sum(k for _, k in given[1])} slots of {given[0]}; lower --np or pass --oversubscribe")
 
 
 def prepare(cfg: RunConfig, out: Path, force: bool = False, planned: Path | None = None,
@@ -77,6 +82,8 @@ def prepare(cfg: RunConfig, out: Path, force: bool = False, planned: Path | None
         else:
             write_json_atomic(config_path, cfg.to_dict())
         system = collect(horovodrun_command(cfg, config_path, emulated))
+        if planned is not None:
+            system["planned"] = str(Path(planned).resolve())  # a study's stage knows its runs by it (bench.study.run)
         system["network"] = network(cfg, emulated)
         system["provenance"] = registration.provenance(cfg.study, config_path)  # config hash, the study's registration
         system["horovod_settings"] = horovod_record(cfg, horovod_environment(cfg))  # execute() records what the job got

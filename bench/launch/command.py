@@ -10,6 +10,7 @@ from pathlib import Path
 
 from .. import watchdog
 from ..cluster import horovodrun_args, parse_delay
+from ..cluster.hostfile import check_hostfile
 from ..config import HOROVOD_DEFAULTS, RunConfig
 from ..layout import REPO_ROOT
 from ..placement import processes
@@ -25,14 +26,47 @@ def horovodrun_command(cfg: RunConfig, config_path: Path | list[Path], emulated:
     if emulated is not None:
         cmd += horovodrun_args(emulated)
     else:
-        cmd += ["-np", str(n)]
-        cmd += ["--hostfile", launch.hostfile] if launch.hostfile else ["-H", launch.hosts or f"localhost:{n}"]
+        cmd += ["-np", str(n), "-H", host_list(cfg)]
         if launch.network_interface:
             cmd += ["--network-interface", launch.network_interface]
         if launch.ssh_port:
             cmd += ["-p", str(launch.ssh_port)]
     paths = config_path if isinstance(config_path, list) else [config_path]
     return cmd + [f"--{launch.controller}", sys.executable, "-m", "bench.worker", *(a for p in paths for a in ("--config", str(p)))]
+
+
+def host_slots(cfg: RunConfig) -> tuple[str, list[tuple[str, int]]] | None:
+    """The hosts a run that is not on the emulated cluster is given, with their slots, and where they come from
+    (``"hostfile 'F'"``, ``"hosts 'H'"``): the ``hosts`` list, or the hostfile (read and checked,
+    :func:`bench.cluster.hostfile.check_hostfile`).
+    None for a run on this machine alone."""
+    launch = cfg.launch
+    hostfile = launch.hostfile
+    if hostfile:
+        return f"hostfile {hostfile!r}", check_hostfile(REPO_ROOT / hostfile)
+    if launch.hosts:
+        entries = (e.strip().partition(":") for e in launch.hosts.split(",") if e.strip())
+        return f"hosts {launch.hosts!r}", [(h, int(k or 1)) for h, _, k in entries]
+    return None
+
+
+def host_list(cfg: RunConfig) -> str:
+    """horovodrun's ``-H`` for a run that is not on the emulated cluster: this machine, or :func:`host_slots` cut to
+    the run's processes, hosts in order. horovodrun's gloo launcher starts a rank on every slot it is given, whatever
+    ``-np`` says: an allocation of 16 tasks would start 16 ranks for a run of 2. With ``oversubscribe``, the
+    processes past the slots go to the last host (:func:`bench.launch.check_launch` refuses them otherwise)."""
+    n, given = processes(cfg), host_slots(cfg)
+    if given is None:
+        return f"localhost:{n}"
+    taken, left = [], n
+    for host, k in given[1]:
+        if left <= 0:
+            break
+        taken.append([host, min(k, left)])
+        left -= taken[-1][1]
+    if left > 0:
+        taken[-1][1] += left
+    return ",".join(f"{host}:{k}" for host, k in taken)
 
 
 def network(cfg: RunConfig, emulated: dict | None) -> dict:

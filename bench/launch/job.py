@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import errno
+import signal
 import subprocess
 import sys
 import threading
@@ -14,12 +16,14 @@ import time
 from pathlib import Path
 
 from .. import BenchError, cpu_idle
-from ..cluster import DelayLineDown, watched
+from ..cluster import watched
 from ..config import RunConfig
 from ..layout import REPO_ROOT
 from ..placement import cluster_held, emulated_cluster, host_shares, processes
-from ..results import mark_failed, read_json, write_json_atomic
+from ..results import ResultsError, mark_failed, read_json, write_json_atomic
 from .command import horovod_record, horovodrun_command, job_environment
+from .health import JobFault, JobWatch
+from .lock import free_reserve, still_ours, token_of, tokens_env
 from .lost_rank import is_exit_evidence, name_killed_rank
 from .output import Tee, pump
 from .terminate import Terminated, kill_job, signals_end_the_job
@@ -47,49 +51,52 @@ def execute_many(cfgs: list[RunConfig], run_dirs: list[Path], echo: bool = True,
             raise BenchError(f"runs {cfgs[0].algorithm} and {c.algorithm} differ in launch settings: one job cannot run both")
     run_dirs = [Path(d).resolve() for d in run_dirs]
     with cluster_held(cfgs, run_dirs), cpu_idle.held(cfgs[0].launch.cpu_idle) as idle:
-        for d in run_dirs:
-            system = read_json(d / "system.json")
-            system["cpu_idle"] = idle
-            write_json_atomic(d / "system.json", system)
-        return _execute_job(cfgs, run_dirs, echo, env)
+        return _execute_job(cfgs, run_dirs, echo, env, idle)
 
 
-def _execute_job(cfgs: list[RunConfig], run_dirs: list[Path], echo: bool, env: dict | None) -> list[int]:
+def _record(run_dirs: list[Path], fields) -> None:
+    """Add ``fields(run_dir)`` to every run's system.json."""
+    for d in run_dirs:
+        system = read_json(d / "system.json")
+        system.update(fields(d))
+        write_json_atomic(d / "system.json", system)
+
+
+def _execute_job(cfgs: list[RunConfig], run_dirs: list[Path], echo: bool, env: dict | None, idle) -> list[int]:
     """:func:`execute_many` once its arguments are checked (and the emulated cluster, if any, is held)."""
     cfg = cfgs[0]
     configs = [d / "config.json" for d in run_dirs]
     emulated = emulated_cluster(cfg)
     cmd = horovodrun_command(cfg, configs, emulated)
-    if len(run_dirs) > 1:  # system.json says which job ran the run, and its place in it
-        for k, d in enumerate(run_dirs):
-            system = read_json(d / "system.json")
-            system.update(launch_command=cmd, job_runs=len(run_dirs), job_position=k)
-            write_json_atomic(d / "system.json", system)
-    full_env = job_environment(cfg, emulated, env)
+    full_env = {**job_environment(cfg, emulated, env), **tokens_env(run_dirs)}
     record = horovod_record(cfg, full_env)
-    for d in run_dirs:  # the Horovod settings the job's processes actually got
-        system = read_json(d / "system.json")
-        if system.get("horovod_settings") != record:
-            system["horovod_settings"] = record
-            write_json_atomic(d / "system.json", system)
     timeout_s = sum(c.train.timeout_s for c in cfgs)
     tail: collections.deque = collections.deque(maxlen=60)
     evidence: list[str] = []  # horovodrun's lines on how each rank ended, all of them
     t0 = time.time()
-    reason = None
+    reason, rc = None, 1
+    tokens = {d: token_of(d) for d in run_dirs}  # the job's locks: a directory whose lock changes is no longer its
     with contextlib.ExitStack() as stack:
-        watch = stack.enter_context(watched(emulated, run_dirs))  # the delay lines, if any, checked while it runs
-        logs = [stack.enter_context(open(d / "launch.log", "a")) for d in run_dirs]
-        log = Tee(logs)
+        try:
+            job = {"launch_command": cmd, "job_runs": len(run_dirs)} if len(run_dirs) > 1 else {}
+            _record(run_dirs, lambda d: {"cpu_idle": idle, "horovod_settings": record,  # what the job's processes got
+                                         **(job and {**job, "job_position": run_dirs.index(d)})})
+            log = stack.enter_context(Tee.opened([d / "launch.log" for d in run_dirs]))
+        except OSError as e:  # the run directory cannot be written (full, read-only, gone): nothing is started
+            return _settle(run_dirs, 1, f"cannot write the run directory: {e.strerror or e} ({e.filename})", tail, t0,
+                           False, tokens=tokens)
+        delay = stack.enter_context(watched(emulated, run_dirs))  # the delay lines, if any, checked while it runs
+        watch = JobWatch(cfg, emulated, tokens, delay, log)
+        stack.callback(watch.close)
         log.write("$ " + " ".join(cmd) + "\n")
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=full_env,
-                                cwd=str(REPO_ROOT), start_new_session=True)
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                env={**full_env, **watch.heartbeats.env()}, cwd=str(REPO_ROOT), start_new_session=True)
         reader = threading.Thread(target=pump, args=(proc.stdout, log, tail, echo, evidence), daemon=True)
         reader.start()
         try:
             with signals_end_the_job():
                 rc = watch.wait(proc, timeout_s)
-        except DelayLineDown as e:
+        except JobFault as e:
             reason = str(e)
         except subprocess.TimeoutExpired:
             reason = f"timeout: job still running after timeout_s={timeout_s:g} s; killed"
@@ -97,37 +104,64 @@ def _execute_job(cfgs: list[RunConfig], run_dirs: list[Path], echo: bool, env: d
             reason = "interrupted by the user (Ctrl-C)"
         except Terminated as e:
             reason = f"the launcher received {e}: job cancelled"
+        if reason is None and rc < 0:  # horovodrun itself was killed: its ranks, in process groups of their own, live on
+            reason = f"horovodrun (pid {proc.pid}) was killed by {signal.Signals(-rc).name}; its ranks were ended"
         if reason is not None:
             kill_job(proc, configs[0])
             rc = proc.wait()
         reader.join(timeout=10)
     over_ssh = emulated is not None or bool(cfg.launch.hostfile or cfg.launch.hosts)
-    return _settle(run_dirs, rc, reason, tail, t0, over_ssh, evidence)
+    return _settle(run_dirs, rc, reason, tail, t0, over_ssh, evidence, tokens)
 
 
 def _settle(run_dirs: list[Path], rc: int, reason: str | None, tail, t0: float, over_ssh: bool,
-            evidence=()) -> list[int]:
+            evidence=(), tokens: dict | None = None) -> list[int]:
     """After the job: each run's code (0: an ``ok`` summary, kept as it is); every other run is marked failed with
-    the job's reason (cancelled, timed out, horovodrun's exit code and last error line, or no summary)."""
+    the job's reason (cancelled, timed out, horovodrun's exit code and last error line, or no summary). A run
+    directory that is no longer the job's (its lock's token not in ``tokens``) is left alone; one that cannot be
+    written is said so, in one line."""
     cancelled = reason is not None
     codes = []
     for run_dir in run_dirs:
         summary_path = run_dir / "summary.json"
-        summary = read_json(summary_path) if summary_path.exists() else {}
-        if summary.get("status") == "ok":
-            codes.append(0)  # finished before whatever ended the job: kept as it is
-            continue
         why = reason
         if why is None and rc != 0:
             errors = [l for l in tail if "Error" in l or "error" in l or "Exception" in l]
             why = f"horovodrun exited with code {rc}" + (f"; {errors[-1].strip()}" if errors else "")
-        if why is None:
-            why = "job ended without an ok summary"
-        mark_failed(run_dir, why, root_cause=cancelled, exit_code=rc, wall_s=time.time() - t0)
-        name_killed_rank(run_dir, [*evidence, *(l for l in tail if not is_exit_evidence(l))], over_ssh=over_ssh)
-        print(f"[bench] run FAILED: {read_json(summary_path).get('reason')} ({run_dir})", file=sys.stderr)
+        if tokens is not None and not still_ours(run_dir, tokens[run_dir]):
+            print(f"[bench] run FAILED: {why or 'job ended'}; nothing written to {str(run_dir)!r} (gone, or another "
+                  f"run's now)", file=sys.stderr)
+            codes.append(1)
+            continue
+        try:
+            summary = read_json(summary_path) if summary_path.exists() else {}
+        except ResultsError:
+            summary = {}
+        if summary.get("status") == "ok":
+            codes.append(0)  # finished before whatever ended the job: kept as it is
+            continue
+        why = why or "job ended without an ok summary"
+        try:
+            _mark(run_dir, why, cancelled, rc, t0, evidence, tail, over_ssh)
+            why = read_json(summary_path).get("reason")
+        except OSError as e:
+            why = f"{why}; its summary.json could not be written ({e.strerror or e})"
+        print(f"[bench] run FAILED: {why} ({run_dir})", file=sys.stderr)
         codes.append(1)
     return codes
+
+
+def _mark(run_dir: Path, why: str, cancelled: bool, rc: int, t0: float, evidence, tail, over_ssh: bool) -> None:
+    """Mark the run failed (naming the lost rank first when horovodrun's output shows one); on a full disk, once more
+    with the room its lock file kept (:func:`bench.launch.lock.free_reserve`)."""
+    for attempt in (0, 1):
+        try:
+            mark_failed(run_dir, why, root_cause=cancelled, exit_code=rc, wall_s=time.time() - t0)
+            name_killed_rank(run_dir, [*evidence, *(l for l in tail if not is_exit_evidence(l))], over_ssh=over_ssh)
+            return
+        except OSError as e:
+            if attempt or e.errno != errno.ENOSPC or not free_reserve(run_dir):
+                raise
 
 
 def jobs(cfgs: list[RunConfig], max_runs: int = 0) -> list[list[int]]:

@@ -9,6 +9,7 @@ import contextlib
 import fcntl
 import json
 import os
+import secrets
 import shutil
 import socket
 import sys
@@ -19,6 +20,60 @@ from .. import BenchError
 from ..results import ResultsError, read_json
 
 LOCK_NAME = ".lock"
+RESERVE_BYTES = 16384
+"""The lock file is padded to this size while held: room the launcher frees (:meth:`RunLock.free_reserve`) to write
+a failed run's summary on a full disk."""
+TOKENS = "BENCH_RUN_TOKENS"
+"""Environment of a job's processes: run directory -> the token of its holder's lock (:func:`still_ours`)."""
+
+
+class RunDirLost(RuntimeError):
+    """The run directory was deleted, or replaced by another holder's, while its job ran: nothing more is written."""
+
+
+def token_of(run_dir: Path) -> str | None:
+    """The token the holder of ``run_dir``'s lock wrote into it (None: no lock file, or none readable)."""
+    try:
+        return json.loads((Path(run_dir) / LOCK_NAME).read_text() or "{}").get("token")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def tokens_env(run_dirs: list[Path]) -> dict[str, str]:
+    """:data:`TOKENS` for the job's processes: each run directory's token, as its lock says now."""
+    return {TOKENS: json.dumps({str(d): token_of(d) for d in run_dirs})}
+
+
+def still_ours(run_dir: Path, token: str | None = None) -> bool:
+    """True while ``run_dir``'s lock still carries ``token`` (default: the job's, from :data:`TOKENS`; a process
+    started without it, e.g. a rank launched by hand, owns what it was given)."""
+    if token is None:
+        token = json.loads(os.environ.get(TOKENS) or "{}").get(str(run_dir))
+        if token is None:
+            return True
+    return token_of(run_dir) == token
+
+
+def free_reserve(run_dir: Path) -> bool:
+    """Give the padding of ``run_dir``'s lock file (:data:`RESERVE_BYTES`) back to the file system, the lock kept;
+    True if there was any (on a full disk, a failed run's summary then fits)."""
+    try:
+        with open(Path(run_dir) / LOCK_NAME, "r+b") as f:
+            text = f.read()
+            body = text.rstrip(b" ")
+            if len(body) == len(text):
+                return False
+            f.truncate(len(body))
+            return True
+    except OSError:
+        return False
+
+
+def check_ours(run_dir: Path) -> None:
+    """RunDirLost unless :func:`still_ours` (before writing results whose directory may have been replaced)."""
+    if not still_ours(run_dir):
+        raise RunDirLost(f"run directory {str(run_dir)!r} was deleted or replaced while the job ran (its lock is no "
+                         f"longer this job's): nothing more is written to it")
 
 
 def is_run_dir(path: Path) -> bool:
@@ -67,9 +122,14 @@ class RunLock:
         argv = list(sys.argv)
         if argv and argv[0].endswith(os.path.join("bench", "__main__.py")):
             argv[0] = "python -m bench"
-        me = {"pid": os.getpid(), "host": socket.gethostname(), "command": " ".join(argv), "since": time.time()}
+        me = {"pid": os.getpid(), "host": socket.gethostname(), "command": " ".join(argv), "since": time.time(),
+              "token": secrets.token_hex(8)}
         os.ftruncate(fd, 0)
-        os.write(fd, json.dumps(me).encode())
+        try:
+            os.write(fd, json.dumps(me).ljust(RESERVE_BYTES).encode())  # trailing blanks: room for a summary later
+        except OSError:  # the disk is full already: the holder's record without the room
+            os.ftruncate(fd, 0)
+            os.write(fd, json.dumps(me).encode())
         self.fd = fd
         return self
 
@@ -116,7 +176,7 @@ class RunLock:
     def release(self) -> None:
         """Remove the lock file and let go (the file goes first, so that nobody locks a file on its way out)."""
         if self.fd is not None:
-            with contextlib.suppress(FileNotFoundError):
+            with contextlib.suppress(OSError):  # gone with its directory, or a read-only file system: left unheld
                 self.path.unlink()
             os.close(self.fd)
             self.fd = None

@@ -27,6 +27,8 @@ from .stats import describe, side
 
 WINDOW_FRACTION, STRIDE_FRACTION = 1 / 20, 1 / 100
 """Default window and stride: these fractions of the shorter run's span T."""
+MAX_WINDOWS = 1_000_000
+"""Most windows of one curve (a stride of a picosecond over a minute would ask for terabytes)."""
 
 
 def window_curve(t, acc, window: float = 5.0, stride: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
@@ -40,6 +42,9 @@ def window_curve(t, acc, window: float = 5.0, stride: float = 1.0) -> tuple[np.n
     if t.size == 0:
         raise BenchError("temporal efficiency needs at least one accuracy record")
     t = t - t.min()
+    if t.max() / stride > MAX_WINDOWS:
+        raise BenchError(f"stride {stride:g} s makes {t.max() / stride:.3g} windows over the {t.max():g} s of records; at "
+                         f"most {MAX_WINDOWS:,}: give a stride of at least {t.max() / MAX_WINDOWS:.3g} s")
     starts = np.arange(0.0, t.max() + stride * 0.5, stride)
     starts = starts[starts <= t.max()]
     order = np.argsort(t)

@@ -21,12 +21,11 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 from .. import BenchError
 from ..cluster import parse_rate
 from ..config import parse_delay
 from ..layout import REPO_ROOT
+from ..yamlfile import read_mapping
 
 MODEL_DIR = REPO_ROOT / "pipelines" / "hardware" / "model"
 WORKLOADS = MODEL_DIR / "workloads.yaml"
@@ -89,13 +88,8 @@ class Hardware:
 
 
 def load_yaml(path: Path) -> dict:
-    try:
-        data = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as e:
-        raise BenchError(f"{path}: cannot read ({e})") from None
-    if not isinstance(data, dict):
-        raise BenchError(f"{path}: expected a mapping")
-    return data
+    """A hardware model's file, read strictly (:func:`bench.yamlfile.read_mapping`)."""
+    return read_mapping(path)
 
 
 def load_calibration(path: Path = CALIBRATION) -> dict:

@@ -11,6 +11,9 @@ from .. import BenchError
 from ..layout import REPO_ROOT
 from .spec import Study
 
+USER_ERRORS = ("BenchError", "ResultsError")
+"""Exceptions of the suite a notebook may raise on bad input (:class:`bench.BenchError` and its subclasses): one line,
+exit 2, like on the command line."""
 ANALYSES = ("speedup", "convergence", "temporal_efficiency", "hardware", "regimes", "report")
 """The analysis notebooks (``notebooks/<name>.ipynb``) a study's DVC stages execute, one stage each."""
 
@@ -24,9 +27,15 @@ def analyse(study: Study, notebook: str, html: bool = False) -> Path:
     layout = study.layout
     layout.notebooks.mkdir(parents=True, exist_ok=True)
     out = layout.notebooks / f"{notebook}.ipynb"
-    papermill.execute_notebook(str(REPO_ROOT / "notebooks" / f"{notebook}.ipynb"), str(out),
-                               parameters={"study": study.name}, cwd=str(REPO_ROOT), kernel_name="python3",
-                               progress_bar=False)
+    try:
+        papermill.execute_notebook(str(REPO_ROOT / "notebooks" / f"{notebook}.ipynb"), str(out),
+                                   parameters={"study": study.name}, cwd=str(REPO_ROOT), kernel_name="python3",
+                                   progress_bar=False)
+    except papermill.PapermillExecutionError as e:
+        if e.ename in USER_ERRORS:  # a corrupt results file, a bad setting: its one line, not the kernel's traceback
+            raise BenchError(f"{e.evalue} (notebooks/{notebook}.ipynb, cell {e.exec_count}; executed notebook: "
+                             f"{out})") from None
+        raise
     if html:  # nbconvert only where a page is asked for
         import nbformat
         from nbconvert import HTMLExporter

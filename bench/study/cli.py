@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from importlib import import_module
 
+from .. import BenchError
 from .spec import load_study
 
 ACTIONS = ("prepare", "calibrate", "plan", "register", "run", "analyse", "publish")
@@ -12,6 +13,9 @@ ACTIONS = ("prepare", "calibrate", "plan", "register", "run", "analyse", "publis
 
 
 def main(args) -> int:
+    for name in ("study", "to"):
+        if getattr(args, name) == "":
+            raise BenchError(f"--{name} is empty: give a name or a folder (or leave --{name} out where it may be)")
     study = load_study(args.study)
     # the action's module alone: a change to another stage's code (e.g. the published README's) re-runs nothing here
     import_module(f"{__package__}.{args.action}").main(study, args)

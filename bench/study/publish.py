@@ -125,7 +125,7 @@ def publish(study: Study, dest: Path) -> list[Path]:
     if not layout.tables.is_dir():
         raise BenchError(f"{layout.tables} does not exist: run the study's analysis first (dvc repro)")
     dest = Path(dest)
-    runs = load_runs(layout.runs)
+    runs = load_runs(layout.runs)  # every run read first: a corrupt one refuses before anything is written to dest
     tables, claims = [], []
     for s in [study, *(load_study(c) for c in study.spec.companions)]:  # this study, then its other workloads
         registered = registration.load(s.name)

@@ -12,9 +12,35 @@ import papermill
 
 from .. import BenchError
 from ..algorithms import get_algorithm
+from ..launch.lock import RunLock, claim
 from ..layout import REPO_ROOT
 from ..resolve import load_config
+from ..results import ResultsError, read_json
 from .spec import Study
+
+
+def clear_stale(runs: Path, plan: Path, planned: list[str]) -> list[Path]:
+    """The stage's folder ``runs`` (``runs/<algo>/``, kept by DVC between runs: ``persist``) before the stage runs:
+    refuse while any run directory in it is held (naming the holder); then remove the run directories an earlier run
+    of this stage made from ``plan`` that the plan no longer has (``planned``: this plan's run directories), so that
+    no stale run is analysed with the new ones. Whatever else is there (a ``bench run --study`` into the study) stays.
+    Returns what was removed."""
+    dirs = sorted(p for p in runs.glob("*/*") if p.is_dir())
+    for d in dirs:
+        RunLock(d).check_free()
+    keep, removed = {str(Path(p).resolve()) for p in planned}, []
+    for d in dirs:
+        try:
+            origin = read_json(d / "system.json").get("planned", "")
+        except (OSError, ResultsError):
+            continue
+        if str(d.resolve()) not in keep and Path(origin).parent.parent == plan.resolve():
+            with claim(d, force=True):
+                pass
+            d.rmdir()
+            removed.append(d)
+            print(f"[study] removed {d}: an earlier run of this stage that the plan no longer has", flush=True)
+    return removed
 
 
 def run(study: Study, algorithm: str) -> list[tuple[str, str]]:
@@ -38,6 +64,7 @@ def run(study: Study, algorithm: str) -> list[tuple[str, str]]:
         outs.append(str(layout.run_dir(algorithm, cfg.launch.hardware, cfg.launch.np, cfg.tag)))
         keys.append(f"{entry['name']}@{entry['hardware']}")
     print(f"[study] {study.name}: {algorithm}, {len(configs)} run(s): {', '.join(keys)}", flush=True)
+    clear_stale(layout.algorithm_runs(algorithm), layout.algorithm_plan(algorithm), outs)
     layout.notebooks.mkdir(parents=True, exist_ok=True)
     logging.basicConfig(level=logging.INFO, format="%(message)s")  # papermill streams the notebook's output
     papermill.execute_notebook(str(REPO_ROOT / "notebooks" / "run.ipynb"), str(layout.notebooks / f"run-{algorithm}.ipynb"),

@@ -18,6 +18,7 @@ from ..algorithms import names
 from ..layout import StudyLayout, check_name
 from ..resolve import load_params, params_path
 from ..typed import build
+from ..yamlfile import read_mapping
 
 STUDIES = Path("pipelines") / "studies"
 """The folder of the study files, beside params.yaml (one file per study: ``<name>.yaml``)."""
@@ -166,19 +167,21 @@ def load_study(name: str | None = None, params_file: Path | None = None) -> Stud
     ``params_file`` (params.yaml gives the default profile and hardware)."""
     params_file = Path(params_file or params_path())
     params = load_params(params_file)
-    if "studies" in params:
-        raise BenchError(f"{params_file} has a `studies:` section; a study is its own file now, "
-                         f"{studies_dir(params_file)}/<name>.yaml: move each entry there")
     name = check_name("study", name or params.get("study") or "laptop")
     path = studies_dir(params_file) / f"{name}.yaml"
     if not path.is_file():
         raise BenchError(f"unknown study {name!r}; valid: {', '.join(study_names(params_file)) or '(none)'}")
-    spec = build(StudySpec, load_params(path), what=f"study {name!r} key")
+    spec = build(StudySpec, read_mapping(path), what=f"study {name!r} key")
     study = Study(name, spec, params_file, params.get("profile") or "laptop", params.get("hardware") or "local")
     if spec.repeats < 1:
         raise BenchError(f"study {name!r}: repeats must be >= 1, got {spec.repeats!r}")
     if not 0 < spec.target_fraction <= 1:
         raise BenchError(f"study {name!r}: target_fraction must be in (0, 1], got {spec.target_fraction!r}")
+    if spec.target_accuracy is not None and not 0 < spec.target_accuracy <= 1:
+        raise BenchError(f"study {name!r}: target_accuracy must be a held-out accuracy in (0, 1] (or absent: derived "
+                         f"by the calibration), got {spec.target_accuracy!r}")
+    if not spec.budget_s > 0:
+        raise BenchError(f"study {name!r}: budget_s must be > 0 seconds, got {spec.budget_s!r}")
     for key, valid in (("sets_by_algorithm", study.algorithms()), ("sets_by_hardware", study.hardware)):
         bad = sorted(set(getattr(spec, key)) - set(valid))
         if bad:

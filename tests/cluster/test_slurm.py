@@ -126,7 +126,8 @@ def test_sync_runs_on_both_allocated_hosts_into_the_study(repo):
     system = json.loads((run / "system.json").read_text())
     assert system["hosts_by_rank"] == ["dbemu-h0", "dbemu-h1"]  # the allocation's nodes, one rank on each
     assert (repo / "pipelines" / "hosts" / "slurm.txt").read_text() == "dbemu-h0 slots=1\ndbemu-h1 slots=1\n"
-    assert "--hostfile" in system["launch_command"]
+    command = system["launch_command"]
+    assert command[command.index("-H") + 1] == "dbemu-h0:1,dbemu-h1:1"  # the hostfile, read by the launcher
 
 
 def test_dvc_stage_waits_on_a_parameter_server_job(repo):

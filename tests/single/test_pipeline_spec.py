@@ -118,12 +118,21 @@ def test_no_sys_path_manipulation_and_one_place_names_a_run():
 
 
 def test_hardware_profiles_resolve():
-    from bench.resolve import hardware_profiles, resolve
+    import torch
+
+    from bench import BenchError
+    from bench.resolve import check_values, hardware_profiles, resolve
 
     for hw in hardware_profiles():
         if hw.startswith("emu"):
             continue  # emulated clusters are checked where they can be brought up (tests/cluster)
-        assert resolve("sync", np=2, hardware=hw).launch.hardware == hw
+        cfg = resolve("sync", np=2, hardware=hw, check=False)
+        assert check_values(cfg).launch.hardware == hw
+        if cfg.launch.p2p_backend == "nccl" and not torch.distributed.is_nccl_available():
+            with pytest.raises(BenchError, match="p2p_backend 'nccl' needs torch.distributed built with NCCL"):
+                resolve("sync", np=2, hardware=hw)  # what this build lacks is refused before launch
+        else:
+            assert resolve("sync", np=2, hardware=hw).launch.hardware == hw
 
 
 def test_every_study_file_is_a_valid_spec_with_a_one_line_description():

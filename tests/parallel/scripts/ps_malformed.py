@@ -2,7 +2,7 @@
 
 ``python ps_malformed.py OUT rounds``: one round per malformed message (a short header, a long header, a
 commit with NaN, one with inf, a short and a long commit payload, SNAP buffers with inf, a SNAP at a negative
-step), a fresh server each round; then a well-formed round (pull, commit, done) on the same transport. The
+step, a payload twice as long as a 50,000-element centre), a fresh server each round; then a well-formed round (pull, commit, done) on the same transport. The
 server rank writes what each round raised to OUT/server.json.
 
 ``python ps_malformed.py OUT sigterm``: the server serves as a parameter-server run does (the worker's SIGTERM
@@ -24,6 +24,7 @@ from bench.comm import Comm
 from bench.comm import ps, tags
 
 N = 4
+BIG = 50_000
 WORKER, SERVER = 0, 1
 
 
@@ -41,7 +42,9 @@ ROUNDS = {  # name -> the messages (tensor, tag) the worker sends, without waiti
     "long payload": [(header(ps.COMMIT, numel=N), tags.PS_HEADER), (torch.ones(N + 3), tags.PS_DATA)],
     "inf buffers": [(header(ps.SNAP, clock=3, numel=2), tags.PS_HEADER), (torch.tensor([1.0, float("-inf")]), tags.PS_DATA)],
     "negative snap": [(header(ps.SNAP, clock=-5), tags.PS_HEADER)],
+    "double payload": [(header(ps.COMMIT, numel=BIG), tags.PS_HEADER), (torch.ones(2 * BIG), tags.PS_DATA)],
 }
+CENTRE = {"double payload": BIG}  # a round's centre size, when not N: a message twice as long as a real model's
 
 
 def rounds(comm, out: str) -> None:
@@ -49,13 +52,13 @@ def rounds(comm, out: str) -> None:
     for name, messages in ROUNDS.items():
         comm.barrier()  # comm: one round at a time
         if comm.rank == SERVER:
-            server = ps.PSServer(torch.zeros(N), [WORKER], ps_add, timeout_s=30, buffers_numel=2)
+            server = ps.PSServer(torch.zeros(CENTRE.get(name, N)), [WORKER], ps_add, timeout_s=30, buffers_numel=2)
             try:
                 server.serve()
                 seen[name] = "served without error"
             except ps.PSProtocolError as e:
                 seen[name] = f"PSProtocolError: {e}"
-            seen[name + " centre"] = server.centre.tolist()
+            seen[name + " centre"] = server.centre.tolist()[:N]
         else:
             for tensor, tag in messages:
                 comm.p2p().send(tensor, SERVER, tag=tag)  # comm: send the malformed message to the server

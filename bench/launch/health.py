@@ -1,0 +1,108 @@
+"""A running job watched by its launcher, so that a fault ends the job within seconds, named by what failed:
+
+- a rank stopped (SIGSTOP), hung outside Python, or cut off (its host or link down): its heartbeats stop
+  (:class:`bench.watchdog.Heartbeats`, silent :data:`bench.watchdog.SILENT_S` seconds); the reason names the rank, its
+  pid and host, and what the launcher can see of it (a process of this machine in the stopped state, an emulated
+  host's link that is down);
+- a run directory deleted or replaced (its lock no longer the job's: :func:`bench.launch.lock.still_ours`);
+- a run's ``launch.log`` that cannot be written (a full disk, a read-only file system);
+- a delay line of the emulated cluster that died (:class:`bench.cluster.DelayLineDown`).
+
+:class:`JobWatch` ``wait`` replaces ``proc.wait``: it checks all of them every :data:`CHECK_S` seconds and raises
+:class:`JobFault` with the reason; the launcher then ends the job and marks its runs failed.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import psutil
+
+from ..cluster import DelayLineDown
+from ..cluster.net import down_links
+from ..cluster.spec import BRIDGE_ADDRESS, host_index
+from ..config import RunConfig
+from ..watchdog import SILENT_S, Heartbeats
+from .lock import still_ours
+from .output import Tee
+
+CHECK_S = 1.0
+"""How often the launcher checks a running job."""
+
+
+class JobFault(Exception):
+    """What ended a job while it ran (the reason, naming the rank, directory, file or delay line)."""
+
+
+def listen_address(cfg: RunConfig, emulated: dict | None) -> str:
+    """The address the job's ranks reach the launcher on: loopback for a job on this machine, the emulated cluster's
+    bridge, the configured interface's address, else this host's name's address."""
+    launch = cfg.launch
+    if emulated is not None:
+        return BRIDGE_ADDRESS
+    if not (launch.hosts or launch.hostfile):
+        return "127.0.0.1"
+    for name in filter(None, launch.network_interface.split(",")):
+        for addr in psutil.net_if_addrs().get(name, []):
+            if addr.family == socket.AF_INET:
+                return addr.address
+    return socket.gethostbyname(socket.gethostname())
+
+
+class JobWatch:
+    """The checks of a running job (module docstring): ``tokens`` (run directory -> its lock's token when the job
+    started), ``delay`` the emulated cluster's :class:`bench.cluster.delay.Watch`, ``log`` the job's :class:`Tee`;
+    ``heartbeats`` receives the ranks' heartbeats."""
+
+    def __init__(self, cfg: RunConfig, emulated: dict | None, tokens: dict[Path, str | None], delay, log: Tee):
+        self.emulated, self.tokens, self.delay, self.log = emulated, tokens, delay, log
+        self.heartbeats = Heartbeats(listen_address(cfg, emulated))
+
+    def check(self) -> None:
+        try:
+            self.delay.check()
+        except DelayLineDown as e:
+            raise JobFault(str(e)) from None
+        for d, token in self.tokens.items():
+            if not still_ours(d, token):
+                raise JobFault(f"run directory {str(d)!r} was deleted or replaced while the job ran")
+        for name, e in self.log.errors.items():
+            raise JobFault(f"cannot write {name}: {e.strerror or e} (errno {e.errno}): the job was ended")
+        for rank, info, silent_s in self.heartbeats.silent():
+            raise JobFault(self.lost(rank, info, silent_s))
+
+    def lost(self, rank: int, info: dict, silent_s: float) -> str:
+        """The reason of a rank whose heartbeats stopped, with what this machine can see of it."""
+        seen = []
+        try:
+            if psutil.Process(info["pid"]).status() == psutil.STATUS_STOPPED:
+                seen.append("its process is stopped (SIGSTOP: state T)")
+        except psutil.Error:
+            pass
+        if self.emulated is not None:
+            seen += down_links(sorted({host_index(a) for a in self.emulated["hosts"]}))
+        what = "; ".join(seen) or "stopped, hung, or its host or link down"
+        return (f"rank {rank} (pid {info['pid']} on {info['host']}): no heartbeat for {silent_s:.0f} s (the limit: "
+                f"{SILENT_S:g} s): {what}; the job was ended")
+
+    def wait(self, proc: subprocess.Popen, timeout: float) -> int:
+        """``proc.wait(timeout)``, checking the job every :data:`CHECK_S` seconds: JobFault when a check fails,
+        ``subprocess.TimeoutExpired`` past ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while True:
+            self.check()
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise subprocess.TimeoutExpired(proc.args, timeout)
+            try:
+                rc = proc.wait(timeout=min(CHECK_S, left))
+            except subprocess.TimeoutExpired:
+                continue
+            self.check()  # a job that ended (maybe of it) after a fault fails naming it
+            return rc
+
+    def close(self) -> None:
+        self.heartbeats.close()

@@ -1,0 +1,220 @@
+"""The second hostile-user sweep's inputs, kept as a table (issue 40, items 2, 6 and 7): each case is what a hostile or
+careless user types, and each must end with exit code 2, exactly one line on stderr naming the value, nothing
+written under the output folder and nothing left running. The next sweep starts from here: add a row.
+
+Each row: an id (``category/what``), a function of a scratch folder that writes what the case needs and returns the
+command line (``python -m bench ...`` arguments) and the environment, and a fragment the one line must hold. Before
+issue 40 every row but a few ran a job (or printed a traceback, or printed ``nan`` with exit 0).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import psutil
+import pytest
+import torch
+
+from bench.system import horovod_build
+from conftest import REPO
+
+RUN = ["run", "sync", "--np", "1", "--profile", "tiny", "--quiet"]
+MARKER = Path("/tmp") / f"issue40-{uuid.uuid4().hex}"
+"""The file a case's shell command would create (a name of this session's own: a marker left by another never counts)."""
+
+
+def params_copy(tmp: Path, extra: str = "", replace: tuple[str, str] | None = None) -> Path:
+    """A params.yaml beside the repository's pipelines/ (hardware profiles, studies), with ``extra`` appended."""
+    (tmp / "p").mkdir(exist_ok=True)
+    text = (REPO / "params.yaml").read_text()
+    if replace:
+        text = text.replace(*replace)
+    (tmp / "p" / "params.yaml").write_text(text + extra)
+    shutil.copytree(REPO / "pipelines", tmp / "p" / "pipelines", dirs_exist_ok=True)
+    return tmp / "p" / "params.yaml"
+
+
+def with_params(extra: str = "", replace=None):
+    return lambda t: (RUN + ["--out", str(t / "out"), "--params", str(params_copy(t, extra, replace))], {})
+
+
+def run_with(*args: str):
+    return lambda t: (RUN + ["--out", str(t / "out"), *args], {})
+
+
+def alias_bomb(levels: int = 9) -> str:
+    lines = ["bomb0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    lines += [f"bomb{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]" for i in range(1, levels)]
+    return "\n".join(lines) + "\n"
+
+
+def study(body: str):
+    """``study plan`` of a study file with ``body`` (beside a params.yaml copy)."""
+    def case(t: Path):
+        params = params_copy(t)
+        (params.parent / "pipelines" / "studies" / "hostile.yaml").write_text("description: the sweep's study\n" + body)
+        return ["study", "plan", "--study", "hostile"], {"BENCH_PARAMS": str(params)}
+    return case
+
+
+def a_run(t: Path, damage=None) -> Path:
+    """A small finished run directory (written by the suite's own writers), damaged by ``damage(dir)``."""
+    from bench.resolve import resolve
+    from bench.results import JsonlWriter, StepRecord, write_json_atomic, write_summary
+
+    d = t / "run"
+    d.mkdir(parents=True)
+    write_json_atomic(d / "config.json", resolve("sync", np=1, profile="tiny", check=False).to_dict())
+    w = JsonlWriter(d / "rank0.jsonl")
+    for s in range(1, 21):
+        w.write(StepRecord(step=s, epoch=s / 20, t=0.1 * s, samples=16, loss=1 / s, accuracy=0.04 * s, step_s=0.1,
+                           compute_s=0.1, comm_s=0.0, wait_s=0.0, injected_s=0.0, staleness=None, bytes_sent=0,
+                           warmup=s <= 2).line())
+    w.close()
+    (d / "eval.jsonl").write_text(json.dumps({"step": 20, "epoch": 1, "t": 2.0, "samples_seen": 320, "loss": 0.5,
+                                              "accuracy": 0.8, "final": True}) + "\n")
+    write_summary(d, "ok", final_accuracy=0.8)
+    if damage:
+        damage(d)
+    return d
+
+
+def records(edit):
+    """``damage`` rewriting rank0.jsonl's records with ``edit(record)``."""
+    def damage(d: Path):
+        recs = [json.loads(line) for line in (d / "rank0.jsonl").read_text().splitlines()]
+        for r in recs:
+            edit(r)
+        (d / "rank0.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    return damage
+
+
+def te(damage=None, *extra: str):
+    def case(t: Path):
+        good = a_run(t / "b")
+        return ["te", str(a_run(t / "a", damage)), str(good), *extra], {}
+    return case
+
+
+def hostfile_profile(t: Path):
+    params = params_copy(t)
+    (t / "hosts.txt").write_text(f"localhost;touch {t / 'injected'} slots=2\n")
+    (params.parent / "pipelines" / "hardware" / "hostile.yaml").write_text(f"hostfile: {t / 'hosts.txt'}\n")
+    return RUN + ["--out", str(t / "out"), "--params", str(params), "--hardware", "hostile"], {}
+
+
+def publish_corrupt(t: Path):
+    params = params_copy(t)
+    root = params.parent / "results" / "hostile"
+    (root / "tables").mkdir(parents=True)
+    (root / "tables" / "speedup.csv").write_text("a,b\n1,2\n")
+    a_run(root / "runs" / "sync" / "local", records(lambda r: r.update(t="soon")))
+    (params.parent / "pipelines" / "studies" / "hostile.yaml").write_text("description: the sweep's study\n")
+    return ["study", "publish", "--study", "hostile", "--to", str(t / "out")], {"BENCH_PARAMS": str(params)}
+
+
+CASES = [
+    # names: an empty name never means the default
+    ("names/empty profile", lambda t: (["run", "sync", "--np", "1", "--quiet", "--profile", "", "--out", str(t / "out")], {}), "--profile is empty"),
+    ("names/empty hardware", run_with("--hardware", ""), "--hardware is empty"),
+    ("names/empty out", lambda t: (RUN + ["--out", ""], {}), "--out is empty"),
+    ("names/empty params", lambda t: (RUN + ["--out", str(t / "out"), "--params", ""], {}), "--params is empty"),
+    ("names/empty study", lambda t: (["study", "plan", "--study", ""], {}), "--study is empty"),
+    # numbers that passed validation and failed on the ranks, or were never checked
+    ("values/negative seed", run_with("--set", "seed=-1"), "seed must be in [0, 9223372036854775807]"),
+    ("values/huge seed", run_with("--set", "seed=99999999999999999999"), "seed must be in"),
+    ("values/negative split seed", run_with("--set", "split_seed=-3"), "split_seed must be in"),
+    ("values/negative ssh port", run_with("--set", "ssh_port=-1"), "ssh_port must be in [0, 65535]"),
+    ("values/ssh port past 65535", run_with("--set", "ssh_port=70000"), "ssh_port must be in [0, 65535]"),
+    ("values/batch larger than a shard", run_with("--set", "batch_size=100000000"), "larger than a worker's shard"),
+    ("values/model too large for memory", run_with("--set", "hidden=[10000000000]"), "do not fit this machine's"),
+    ("values/dataset too large for memory", run_with("--set", "dataset=synthetic", "--set", "synthetic_samples=100000000000"),
+     "do not fit this machine's"),
+    ("values/study target accuracy above 1", study("target_accuracy: 2.5\n"), "target_accuracy must be a held-out accuracy in (0, 1]"),
+    ("values/study budget 0", study("budget_s: 0\n"), "budget_s must be > 0"),
+    # what the build or this machine lacks
+    ("build/controller not built", run_with("--set", "controller=mpi"), "controller 'mpi' is not built into this Horovod"),
+    ("build/p2p backend not built", run_with("--set", "p2p_backend=nccl"), "p2p_backend 'nccl' needs torch.distributed built with NCCL"),
+    ("build/device missing", run_with("--set", "device=cuda"), "device 'cuda' needs"),
+    ("build/model needs torchvision", run_with("--set", "model=resnet18", "--set", "dataset=synthetic", "--set", "synthetic_shape=[3,32,32]"),
+     "needs torchvision"),
+    # configuration that would reach a shell
+    ("shell/env name with a command", run_with("--set", f"env={{'A;touch {MARKER};B': x}}"), "is not an environment variable's name"),
+    ("shell/env value with a newline", run_with("--set", f'env={{A: "x\\nrm -rf {MARKER}"}}'), "a value must be printable ASCII"),
+    ("shell/hosts with a command", run_with("--set", f"hosts=localhost;touch {MARKER}:1"), "is not host[:slots]"),
+    ("shell/interface with a command", run_with("--set", f"network_interface=lo;touch {MARKER}"), "is not an interface name"),
+    ("shell/hostfile with a command", hostfile_profile, "is not 'HOST slots=N'"),
+    # YAML
+    ("yaml/duplicate key", with_params("\nprofile: tiny\n"), "duplicate key 'profile' (first given on line"),
+    ("yaml/unknown top-level key", with_params("\nprofiels: {}\n"), "unknown top-level key 'profiels'"),
+    ("yaml/deep nesting", with_params("\nx: " + "[" * 5000 + "]" * 5000 + "\n"), "nested deeper than 64 levels"),
+    ("yaml/alias bomb", with_params(replace=("profiles:\n", alias_bomb() + "profiles:\n")), "once its aliases are expanded"),
+    ("yaml/file over 1 MiB", with_params("\n# " + "x" * (1 << 20) + "\n"), "larger than 1024 KiB of YAML"),
+    ("yaml/--set nested deep", run_with("--set", "hidden=" + "[" * 100 + "]" * 100), "nested deeper than 64 levels"),
+    ("yaml/--set value shown short", run_with("--set", "lr=[" + ",".join(["1"] * 5000) + "]"), "expected a number"),
+    # readers of result files
+    ("readers/te record without accuracy", te(records(lambda r: r.pop("accuracy"))), "rank0.jsonl:1: record without 'accuracy'"),
+    ("readers/te null accuracy", te(records(lambda r: r.update(accuracy=None))), "rank0.jsonl:1: record without 'accuracy'"),
+    ("readers/te non-numeric step", te(records(lambda r: r.update(step="x"))), "rank0.jsonl:1: record's 'step' is 'x'"),
+    ("readers/te config without launch", te(lambda d: (d / "config.json").write_text('{"schema_version": 1, "algorithm": "sync"}')),
+     "config.json: not a run's configuration"),
+    ("readers/te JSON nested deep", te(lambda d: (d / "summary.json").write_text("[" * 100000 + "]" * 100000)),
+     "summary.json:1: corrupt JSON (nested too deep"),
+    ("readers/te odd status", te(lambda d: (d / "summary.json").write_text('{"status": {"x": 1}}')), "is not ok or failed"),
+    ("readers/te stride of a picosecond", te(None, "--stride", "1e-12"), "windows over the"),
+    ("readers/publish a corrupt run", publish_corrupt, "record's 't' is 'soon'"),
+]
+
+
+def jobs_of(folder: Path) -> list[psutil.Process]:
+    found = []
+    for p in psutil.process_iter(["cmdline"]):
+        try:
+            if str(folder) in " ".join(p.info["cmdline"] or []) and p.pid != os.getpid():
+                found.append(p)
+        except psutil.Error:
+            pass
+    return found
+
+
+def unsupported(case_id: str) -> str | None:
+    """Why a build/ case cannot be tried here (this machine has what it asks for)."""
+    available = horovod_build().get("available") or {}
+    if case_id == "build/controller not built" and available.get("MPI"):
+        return "this Horovod has MPI"
+    if case_id == "build/p2p backend not built" and torch.distributed.is_nccl_available():
+        return "this torch has NCCL"
+    if case_id == "build/device missing" and torch.cuda.is_available():
+        return "this machine has a GPU"
+    if case_id == "build/model needs torchvision":
+        try:
+            import torchvision  # noqa: F401
+            return "torchvision imports here"
+        except Exception:
+            return None
+    return None
+
+
+@pytest.mark.parametrize("case_id, make, fragment", CASES, ids=[c[0] for c in CASES])
+def test_refused_in_one_line_with_nothing_written_or_left(tmp_path, case_id, make, fragment):
+    if unsupported(case_id):
+        pytest.skip(unsupported(case_id))
+    args, env = make(tmp_path)
+    before = {p.relative_to(tmp_path) for p in tmp_path.rglob("*")}
+    proc = subprocess.run([sys.executable, "-m", "bench", *args], cwd=REPO, capture_output=True, text=True, timeout=600,
+                          env=dict(os.environ, PYTHONPATH=str(REPO), BENCH_PROGRESS="0", **env))
+    lines = proc.stderr.splitlines()
+    assert proc.returncode == 2, f"exit {proc.returncode}: {proc.stderr[-2000:]}"
+    assert len(lines) == 1 and lines[0].startswith("error: ") and len(lines[0]) < 1000, proc.stderr[-2000:]
+    assert fragment in lines[0], lines[0]
+    assert proc.stdout == ""
+    assert not (tmp_path / "out").exists(), "written under the output folder"
+    assert {p.relative_to(tmp_path) for p in tmp_path.rglob("*")} == before, "a file written"
+    assert not MARKER.exists(), f"{MARKER} created: the configuration ran a command"
+    assert not jobs_of(tmp_path), "a process of the case left running"
