@@ -44,6 +44,14 @@ def test_ddp_matches_sync(tmp_path):
     a = sync.steps.sort_values(["rank", "step"])["loss"].to_numpy()
     b = ddp.steps.sort_values(["rank", "step"])["loss"].to_numpy()
     assert abs(a[0] - b[0]) < 1e-6
+    # ddp's job started torch.distributed alone: no rank loaded Horovod (no background thread, no cycles); sync's did
+    assert ddp.system["runtime"]["name"] == "torch" and len(ddp.system["runtime"]["by_rank"]) == 2
+    for r in ddp.system["runtime"]["by_rank"]:
+        assert r["torch_distributed"] == "gloo"
+        assert not r["horovod_loaded"] and not r["horovod_initialized"] and r["horovod_library_mapped"] is False
+    assert "horovod" not in {label for rank in ddp.summary["cpu_threads"] for label in rank}
+    assert sync.system["runtime"]["name"] == "horovod"
+    assert all(r["horovod_initialized"] and r["horovod_library_mapped"] for r in sync.system["runtime"]["by_rank"])
 
 
 def test_ddp_with_adam_matches_sync_with_adam(tmp_path):
