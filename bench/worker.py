@@ -47,7 +47,7 @@ from .metrics.throughput import window_throughput
 from .inject import Faults, Straggler
 from .models import build_model, make_optimizer
 from .placement import runtime
-from .progress import step_bar
+from .progress import step_progress
 from .resolve import load_config
 from .results import JsonlWriter, StepRecord, mark_failed, read_json, write_json_atomic, write_summary
 from .timing import StepTimer, ThreadCpu, device_sync
@@ -146,7 +146,8 @@ class Worker:
     def _steps(self, writer: JsonlWriter) -> list[StepTiming]:
         train = self.cfg.train
         timer = self.ctx.timer
-        bar = step_bar(self.cfg, self.total_steps, self.comm.rank)
+        progress = step_progress(self.cfg, self.total_steps, self.comm.rank)
+        device, on_cpu = self.device, self.device.type == "cpu"  # a CPU batch is already where it must be
         timing: list[StepTiming] = []
         step = 0
         for epoch in range(train.epochs):
@@ -154,12 +155,13 @@ class Worker:
                 if step >= self.total_steps:
                     break
                 self.faults.before_step(self.comm.rank, step, self.run_dir.name)
-                x, y = x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
+                if not on_cpu:
+                    x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
                 timer.take()
-                device_sync(self.device)
+                device_sync(device)
                 t_start = time.perf_counter()
                 stats = self.algo.step(x, y)
-                device_sync(self.device)
+                device_sync(device)
                 split = timer.take()
                 injected = self.straggler.delay(time.perf_counter() - t_start - split["comm"] - split["wait"])
                 step_s = time.perf_counter() - t_start
@@ -171,14 +173,13 @@ class Worker:
                                         accuracy=stats.correct / y.numel(), step_s=step_s,
                                         compute_s=max(step_s - split["comm"] - split["wait"], 0.0),
                                         comm_s=split["comm"], wait_s=split["wait"], injected_s=injected,
-                                        staleness=stats.staleness, bytes_sent=stats.bytes_sent, warmup=warm).line())
-                if bar is not None:
-                    bar.update(1)
-                    bar.set_postfix(loss=f"{stats.loss:.3f}", refresh=False)
+                                        staleness=stats.staleness, bytes_sent=stats.bytes_sent, warmup=warm))
+                if progress is not None:
+                    progress.step(step, end, stats.loss)
                 if train.eval_every and step % train.eval_every == 0 and step < self.total_steps:
                     self.keep_snapshot(step)
-        if bar is not None:
-            bar.close()
+        if progress is not None:
+            progress.close(step)
         return timing
 
     def evaluate_snapshots(self) -> dict | None:
