@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+import pytest
 import torch
 
 from bench.resolve import resolve
@@ -65,9 +66,10 @@ def test_ddp_with_adam_matches_sync_with_adam(tmp_path):
     assert_state_close(torch.load(ddp.path / "model.pt"), torch.load(sync.path / "model.pt"), atol=1e-5)
 
 
-def test_killed_worker_fails_the_run_without_hanging(tmp_path):
+@pytest.mark.parametrize("algorithm", ["sync", "ddp"])  # Horovod's runtime, and torch.distributed's alone
+def test_killed_worker_fails_the_run_without_hanging(tmp_path, algorithm):
     t0 = time.time()
-    run = run_algorithm(tmp_path, "sync", 2, "max_steps=40", "eval_every=0", "timeout_s=240",
+    run = run_algorithm(tmp_path, algorithm, 2, "max_steps=40", "eval_every=0", "timeout_s=240",
                         env={"BENCH_INJECT_FAULT": "1:5:kill"}, expect_ok=False)
     assert run.extra["proc"].returncode != 0
     assert run.status == "failed"
@@ -77,8 +79,9 @@ def test_killed_worker_fails_the_run_without_hanging(tmp_path):
     assert (run.steps["rank"] == 0).sum() >= 4
 
 
-def test_raising_worker_names_rank_and_reason(tmp_path):
-    run = run_algorithm(tmp_path, "sync", 2, "max_steps=40", "eval_every=0", "timeout_s=240",
+@pytest.mark.parametrize("algorithm", ["sync", "ddp"])
+def test_raising_worker_names_rank_and_reason(tmp_path, algorithm):
+    run = run_algorithm(tmp_path, algorithm, 2, "max_steps=40", "eval_every=0", "timeout_s=240",
                         env={"BENCH_INJECT_FAULT": "1:3:raise"}, expect_ok=False)
     assert run.status == "failed"
     assert "rank 1" in run.summary["reason"] and "injected fault" in run.summary["reason"]
