@@ -13,6 +13,7 @@ module and the algorithm registry; this module imports neither.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -33,6 +34,37 @@ def parse_rate(link: str) -> float:
     if not m or float(m.group(1)) <= 0:
         raise BenchError(f"bad link rate {link!r}: give e.g. 100mbit, 1gbit, 10gbit (or '' for unshaped)")
     return float(m.group(1)) * _UNIT[m.group(2).lower()]
+
+
+MAX_DELAY_S = 10.0
+_DELAY = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*(us|ms|s)\s*$", re.IGNORECASE)
+_DELAY_UNIT = {"us": 1e-6, "ms": 1e-3, "s": 1.0}
+DELAY_FORM = "a number with a unit us, ms or s, from 0 to 10 s (e.g. 500us, 5ms, 50ms; 0: no delay)"
+
+
+def parse_delay(delay: str | float | int, what: str = "delay") -> float:
+    """Seconds of a one-way link delay such as ``500us``, ``5ms``, ``50ms``; 0 for ``""`` or ``0`` (no delay).
+    BenchError naming the value and the valid form for anything else: no unit, negative, NaN, over 10 s."""
+    if delay in ("", 0, "0") and not isinstance(delay, bool):
+        return 0.0
+    m = _DELAY.match(delay) if isinstance(delay, str) else None
+    value = float(m.group(1)) * _DELAY_UNIT[m.group(2).lower()] if m else math.nan
+    if not math.isfinite(value) or not 0 <= value <= MAX_DELAY_S:
+        raise BenchError(f"bad {what} {delay!r}: give {DELAY_FORM}")
+    return value
+
+
+def normalize_delay(delay: str) -> str:
+    """Canonical spelling of a delay (``5MS``, ``5000us`` -> ``5ms``; none -> ``""``), so that two spellings compare
+    equal: the largest of s, ms, us in which it is a whole number (or the microseconds, rounded to 0.001)."""
+    seconds = parse_delay(delay)
+    if seconds == 0:
+        return ""
+    for unit in ("s", "ms", "us"):
+        v = seconds / _DELAY_UNIT[unit]
+        if v >= 1 and abs(v - round(v)) < 1e-6:
+            return f"{round(v)}{unit}"
+    return f"{round(seconds * 1e6, 3):g}us"
 
 
 def normalize_rate(link: str) -> str:

@@ -96,15 +96,15 @@ def training_curves(steps: pd.DataFrame, title: str = "workers' mini-batch accur
 
 def _cells(summary: pd.DataFrame, metrics: list[str]) -> pd.DataFrame:
     """One row per cell (hardware, algorithm, workers, grid point) of a :func:`bench.metrics.stats.summarize` table
-    (speedup_summary.csv) with, per metric, its median over the repeats (``<metric>``) and the 95 % bootstrap interval
-    of the median (``<metric>_low``, ``<metric>_high``; NaN with fewer than 3), ``repeats`` (the first metric's n), and
+    (speedup_summary.csv) with, per metric, its geometric mean over the repeats (``<metric>``) and the 95 % t-interval
+    of it (``<metric>_low``, ``<metric>_high``; NaN with fewer than 3), ``repeats`` (the first metric's n), and
     ``label``: the grid point, after the hardware profile where the table spans several (machines are never pooled)."""
     df = summary[summary["metric"].isin(metrics)].assign(point=lambda d: d["point"].fillna("").astype(str))
-    wide = df.set_index(["hardware", "point", "algorithm", "np", "metric"])[["median", "ci_low", "ci_high", "n"]]
+    wide = df.set_index(["hardware", "point", "algorithm", "np", "metric"])[["mean", "ci_low", "ci_high", "n"]]
     wide = wide.unstack("metric")
     out = pd.DataFrame(index=wide.index)
     for m in metrics:
-        for column, stat in ((m, "median"), (f"{m}_low", "ci_low"), (f"{m}_high", "ci_high")):
+        for column, stat in ((m, "mean"), (f"{m}_low", "ci_low"), (f"{m}_high", "ci_high")):
             out[column] = wide[(stat, m)] if (stat, m) in wide else float("nan")
     out["repeats"] = wide[("n", metrics[0])] if ("n", metrics[0]) in wide else 0
     out = out.reset_index()
@@ -137,14 +137,14 @@ def scaling(summary: pd.DataFrame, runs: pd.DataFrame | None = None,
             title: str = "throughput and speedup") -> plt.Figure:
     """Throughput, speedup S(n) against the ideal, and throughput against sync at the same n, vs workers, from
     speedup_summary.csv (``summary``): one row of three panels per grid point (e.g. per link, never mixed). Each point
-    is the median over the repeats with the 95 % bootstrap interval of the median (none with fewer than 3 repeats); a
+    is the geometric mean over the repeats with its 95 % t-interval (none with fewer than 3 repeats); a
     run alone draws its own throughput interval, from speedup.csv (``runs``: :func:`_own_intervals`)."""
     if summary.empty:
         return empty(title)
     vs = sorted(m for m in set(summary["metric"]) if m.startswith("vs_"))
     per = _own_intervals(_cells(summary, ["throughput", "speedup", *vs]), runs)
     if (per["repeats"] > 1).any():
-        title += " (median over repeats, 95 % interval)"
+        title += " (mean over repeats, 95 % t-interval)"
     points = sorted(per["label"].unique())
     fig, axes = plt.subplots(len(points), 3, figsize=(16, 4.5 * len(points)), squeeze=False)
     ns = sorted(per["np"].unique())
@@ -176,7 +176,7 @@ def scaling(summary: pd.DataFrame, runs: pd.DataFrame | None = None,
 
 
 def speedup_over_n(summary: pd.DataFrame, title: str = "speedup over n: S(n) = throughput(n) / one worker's") -> plt.Figure:
-    """S(n) against the workers n with the 95 % bootstrap interval of the median over the repeats, from
+    """S(n) against the workers n with the 95 % t-interval of the mean over the repeats, from
     speedup_summary.csv (``summary``): one row per grid point (e.g. per link), one column per algorithm family,
     ``sync`` (black, dashed) in every panel as the reference and the ideal S(n) = n dotted; the label gives the
     scaling efficiency S(n)/n at the largest n. S(n) divides by the algorithm's own one-worker throughput, else by
@@ -210,7 +210,7 @@ def speedup_over_n(summary: pd.DataFrame, title: str = "speedup over n: S(n) = t
             ax.set_xticks(ns)
             ax.set_title(f"{fam}" + (f", {pt}" if pt else ""), fontsize=10)
             ax.set_xlabel("workers n")
-            ax.set_ylabel("S(n) (median, 95 % interval)")
+            ax.set_ylabel("S(n) (mean, 95 % t-interval)")
             ax.legend(fontsize=7, loc="upper left")
     fig.suptitle(title)
     fig.tight_layout()
@@ -218,7 +218,7 @@ def speedup_over_n(summary: pd.DataFrame, title: str = "speedup over n: S(n) = t
 
 
 def efficiency(summary: pd.DataFrame, title: str = "scaling efficiency S(n)/n") -> plt.Figure:
-    """Bars of S(n)/n per algorithm and workers, the median over a study's repeats (speedup_summary.csv,
+    """Bars of S(n)/n per algorithm and workers, the mean over a study's repeats (speedup_summary.csv,
     ``summary``), one panel per grid point."""
     per = _cells(summary, ["efficiency"]).dropna(subset=["efficiency"]) if not summary.empty else summary
     if per.empty:
@@ -229,7 +229,7 @@ def efficiency(summary: pd.DataFrame, title: str = "scaling efficiency S(n)/n") 
     for ax, pt in zip(axes[:, 0], points):
         sns.barplot(data=per[per["label"] == pt], x="algorithm", y="efficiency", hue="np", ax=ax, errorbar=None)
         ax.axhline(1.0, color="k", ls="--", lw=1)
-        ax.set_title(f"{title} (median over repeats)" + (f", {pt}" if pt else ""))
+        ax.set_title(f"{title} (mean over repeats)" + (f", {pt}" if pt else ""))
         ax.tick_params(axis="x", rotation=45)
     fig.tight_layout()
     return fig
@@ -311,7 +311,7 @@ def te_grid(grid: pd.DataFrame, param: str, title: str) -> plt.Figure:
     fig, ax = plt.subplots(figsize=(max(5, (1.4 if wide else 0.8) * pivot.shape[1] + 3),
                                     max(3.5, (0.9 if wide else 0.6) * pivot.shape[0] + 2)))
     sns.heatmap(pivot, annot=text.to_numpy(), fmt="", cmap="RdBu_r", center=1.0, ax=ax,
-                cbar_kws={"label": "E (median over seeds; [95 % interval])"})
+                cbar_kws={"label": "E (geometric mean over seeds; [95 % t-interval])"})
     ax.grid(False)
     ax.set_ylabel("hardware, workers n")
     ax.set_title(title)
@@ -374,9 +374,9 @@ def _series(df: pd.DataFrame) -> list[str]:
 
 def throughput_vs_link(summary: pd.DataFrame, links: list[str], title: str = "throughput against link bandwidth") -> plt.Figure:
     """Throughput against the link, slowest first, without stragglers, from regimes_summary.csv (``summary``): one
-    panel per algorithm family, one line per algorithm (:func:`_series`) through its medians over the repeats, the
-    band the 95 % bootstrap interval of the median; ``sync`` drawn in every panel as the reference (black, dashed)."""
-    df = summary[(summary["straggler"] == "none") & (summary["metric"] == "throughput")].dropna(subset=["median"]) \
+    panel per algorithm family, one line per algorithm (:func:`_series`) through its means over the repeats, the
+    band their 95 % t-interval; ``sync`` drawn in every panel as the reference (black, dashed)."""
+    df = summary[(summary["straggler"] == "none") & (summary["metric"] == "throughput")].dropna(subset=["mean"]) \
         if not summary.empty else summary
     if df.empty:
         return empty(title)
@@ -389,7 +389,7 @@ def throughput_vs_link(summary: pd.DataFrame, links: list[str], title: str = "th
     fig, axes = plt.subplots(1, len(fams), figsize=(4.8 * len(fams) + 1.5, 4.8), squeeze=False, sharey=True)
 
     def line(ax, g, marker="o", **kw):
-        ax.plot(g["x"], g["median"], marker=marker, **kw)
+        ax.plot(g["x"], g["mean"], marker=marker, **kw)
         ax.fill_between(g["x"], g["ci_low"], g["ci_high"], color=kw["color"], alpha=0.15, lw=0)
 
     for ax, fam in zip(axes[0], fams):
@@ -400,8 +400,8 @@ def throughput_vs_link(summary: pd.DataFrame, links: list[str], title: str = "th
         ax.set_xticks(range(len(order)))
         ax.set_xticklabels(order, rotation=30, ha="right")
         ax.set_yscale("log")
-        ax.set_xlabel("link (bandwidth only; latency not emulated)")
-        ax.set_ylabel("samples / s, all workers (median, 95 % interval)")
+        ax.set_xlabel("link")
+        ax.set_ylabel("samples / s, all workers (mean, 95 % t-interval)")
         ax.set_title(fam)
         ax.legend(fontsize=7, title=None)
     fig.suptitle(title)

@@ -85,7 +85,8 @@ def horovod_build() -> dict:
     return result
 
 
-def _git() -> dict:
+def git_record() -> dict:
+    """The commit of the checkout and whether its tracked files differ from it (``dirty``); None where git cannot say."""
     def git(*args):
         return subprocess.run(["git", "-C", str(REPO_ROOT), *args], capture_output=True, text=True, timeout=30)
 
@@ -148,7 +149,7 @@ def collect(command: list[str] | None = None) -> dict:
         "cuda": torch.version.cuda,
         "horovod": hvd_version,
         "horovod_build": horovod_build(),
-        "git": _git(),
+        "git": git_record(),
         "launch_command": command,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }

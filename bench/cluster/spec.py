@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import BenchError
-from ..config import normalize_rate, parse_rate
+from ..config import normalize_delay, normalize_rate, parse_delay, parse_rate
 
 PREFIX = "dbemu"
 BRIDGE = f"{PREFIX}0"
@@ -56,37 +56,6 @@ STATE_FILE = DIR / "state.json"
 CGROUP_ROOT = Path("/sys/fs/cgroup/cpu")
 CFS_PERIOD_US = 100_000
 QUEUE_BASE = 0xDBE0  # NFQUEUE queue of host i's delay line: QUEUE_BASE + i (each in the host's own namespace)
-MAX_DELAY_S = 10.0
-_DELAY = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*(us|ms|s)\s*$", re.IGNORECASE)
-_DELAY_UNIT = {"us": 1e-6, "ms": 1e-3, "s": 1.0}
-DELAY_FORM = "a number with a unit us, ms or s, from 0 to 10 s (e.g. 500us, 5ms, 50ms; 0: no delay)"
-
-
-def parse_delay(delay: str | float | int, what: str = "delay") -> float:
-    """Seconds of a one-way link delay such as ``500us``, ``5ms``, ``50ms``; 0 for ``""`` or ``0`` (no delay).
-    BenchError naming the value and the valid form for anything else: no unit, negative, NaN, over 10 s."""
-    if delay in ("", 0, "0") and not isinstance(delay, bool):
-        return 0.0
-    m = _DELAY.match(delay) if isinstance(delay, str) else None
-    value = float(m.group(1)) * _DELAY_UNIT[m.group(2).lower()] if m else math.nan
-    if not math.isfinite(value) or not 0 <= value <= MAX_DELAY_S:
-        raise BenchError(f"bad {what} {delay!r}: give {DELAY_FORM}")
-    return value
-
-
-def normalize_delay(delay: str) -> str:
-    """Canonical spelling of a delay (``5MS``, ``5000us`` -> ``5ms``; none -> ``""``), so that two spellings compare
-    equal: the largest of s, ms, us in which it is a whole number (or the microseconds, rounded to 0.001)."""
-    seconds = parse_delay(delay)
-    if seconds == 0:
-        return ""
-    for unit in ("s", "ms", "us"):
-        v = seconds / _DELAY_UNIT[unit]
-        if v >= 1 and abs(v - round(v)) < 1e-6:
-            return f"{round(v)}{unit}"
-    return f"{round(seconds * 1e6, 3):g}us"
-
-
 def netns_name(i: int) -> str:
     return f"{PREFIX}-h{i}"
 

@@ -34,7 +34,7 @@ import contextlib
 import shutil
 from pathlib import Path
 
-from .. import BenchError
+from .. import BenchError, registration
 from ..cluster.slurm import check_allocation
 from ..config import RunConfig
 from ..layout import default_run_dir
@@ -78,6 +78,7 @@ def prepare(cfg: RunConfig, out: Path, force: bool = False, planned: Path | None
             write_json_atomic(config_path, cfg.to_dict())
         system = collect(horovodrun_command(cfg, config_path, emulated))
         system["network"] = network(cfg, emulated)
+        system["provenance"] = registration.provenance(cfg.study, config_path)  # config hash, the study's registration
         system["horovod_settings"] = horovod_record(cfg, horovod_environment(cfg))  # execute() records what the job got
         write_json_atomic(out / "system.json", system)
     except BaseException:

@@ -25,12 +25,13 @@ contradiction), the rule and the verdict, with every test in ``evidence``.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import numpy as np
 import pandas as pd
 
-from .stats import HIGHER_IS_BETTER, MIN_N, censored_ratio, holm, paired_ratio
+from .. import BenchError
+from .stats import HIGHER_IS_BETTER, INTERVAL, MIN_N, censored_ratio, holm, paired_ratio
 
 ALPHA = 0.025
 """Family-wise level of each one-sided Holm family (support, contradiction)."""
@@ -38,7 +39,8 @@ VERDICTS = ("reproduced", "not reproduced", "inconclusive", "not testable here")
 
 PUBLISHED = "the regimes study on the emulated cluster tests it: docs/results/regimes/tables/claims.csv"
 """Where a claim that a study cannot test is tested (the published regimes study's verdicts)."""
-COLUMNS = ["source", "claim", "effect", "ci_low", "ci_high", "n", "rule", "verdict", "tests", "evidence"]
+COLUMNS = ["source", "claim", "quote", "workload", "effect", "ci_low", "ci_high", "interval_method", "n", "rule",
+           "registration", "verdict", "tests", "evidence"]
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,12 @@ class Rule:
     overlap_ceiling: bool = False
     """The effect cannot exceed 1/max(s, 1-s), s the reference's communication share (overlap hides at most the
     smaller of communication and compute); a test whose interval lies above it is flagged, not counted as support."""
+    delays: tuple[str, ...] = ()
+    """Cells whose links have these one-way delays only (``link_delay``, e.g. ``0ms``, ``25ms``; empty: any)."""
+    workers: tuple[int, ...] = ()
+    """Cells at these numbers of workers only (empty: any)."""
+    quote: str = ""
+    """The sentence of the paper that makes the claim, verbatim (claims.csv ``quote``), with where it stands."""
 
     def text(self) -> str:
         """The rule in words (the ``rule`` column of claims.csv)."""
@@ -76,6 +84,10 @@ class Rule:
                  f"({better} is better) > {self.threshold:g}, {where}"]
         if self.links:
             parts.append(f"links {', '.join(self.links)}")
+        if self.delays:
+            parts.append(f"link delays {', '.join(self.delays)}")
+        if self.workers:
+            parts.append(f"{', '.join(map(str, self.workers))} workers")
         if self.comm_share:
             parts.append(f"reference's comm share in [{self.comm_share[0]:g}, {self.comm_share[1]:g}]")
         if self.min_reference_staleness is not None:
@@ -87,24 +99,111 @@ class Rule:
 
 PS = ("downpour", "agn", "adag", "dynsgd")
 
-RULES: tuple[Rule, ...] = (
-    Rule("Vishnu et al. 2017", "delayed and layer-wise asynchronous allreduce beat sync when communication is "
-         "comparable to compute (up to 1.7x on their hardware)", ("delayed", "layerwise"), ("sync",), "throughput",
-         straggler="none", comm_share=(0.25, 0.75), overlap_ceiling=True),
-    Rule("LASGD, 2022", "LASGD trains faster than synchronous SGD and than gossip (SGP, AD-PSGD)", ("lasgd",),
-         ("sync", "sgp", "adpsgd"), "time_to_target_s"),
-    Rule("Assran et al. 2019", "SGP beats allreduce SGD on a slow (10 GbE-class) network", ("sgp",), ("sync",),
-         "time_to_target_s", straggler="none", comm_share=(0.7, 1.0)),
-    Rule("Hermans 2017; Paine et al. 2013", "asynchronous parameter-server methods keep their pace beside a straggler "
-         "where synchronous methods slow to it", PS, ("sync",), "straggler_pace", straggler="any"),
-    Rule("Hermans 2017", "AGN and ADAG hold accuracy as staleness grows where DOWNPOUR degrades", ("agn", "adag"),
-         ("downpour",), "final_accuracy", min_reference_staleness=2.0),
-    Rule("Viviani et al. 2019", "FAST (neighbour gradient exchange, best-worker restarts) keeps accuracy while avoiding "
-         "global synchronisation", ("fast",), ("sync",), "final_accuracy", threshold=0.99),
-)
-"""Every seed claim, declared once, before the runs."""
+VISHNU = ("Vishnu, Siegel, Daily 2017, 'Leveraging Asynchronicity in Gradient Descent for Scalable Deep Learning', "
+          "abstract: \"Our evaluation of these neural network topologies indicates asynchronous gradient descent has a "
+          "speedup of up to 1.7x compared to synchronous.\"")
+LASGD = ("Avidor et al. 2022, arXiv:2203.13085, abstract: \"Our experiments demonstrate that LASGD accelerates training "
+         "compared to SGD and state of the art gossip based approaches.\"")
+ASSRAN = ("Assran et al. 2019, arXiv:1811.10792v1 abstract: \"using 32 nodes with 8 GPUs per node to train ResNet-50 "
+          "on ImageNet, where nodes communicate over 10Gbps Ethernet, SGP completes 90 epochs in around 1.6 hours while "
+          "AllReduce SGD takes over 5 hours\"; ICML 2019 abstract: \"Approaches that synchronize nodes using exact "
+          "distributed averaging (e.g., via AllReduce) are sensitive to stragglers and communication delays.\"")
+HERMANS = ("Hermans 2017, MSc thesis (Maastricht University), abstract: \"This work shows that these methods outperform "
+           "existing methods, and are more robust to (distributed) hyperparameterization contrary to existing "
+           "distributed optimization algorithms such as downpour\"")
+HERMANS_N = ("Hermans 2017, MSc thesis, conclusion: \"we validate the result that downpour becomes very unstable as "
+             "the number of parallel workers increases\"; ADAG chapter: \"when adag is applied, this instability is "
+             "gone\" (of AGN: \"as the number of asynchronous workers was increased in agn, divergent behaviour "
+             "started to occur\")")
+LIAN = ("Lian et al. 2018 (AD-PSGD), introduction: \"When there are stragglers (i.e., slower workers) in the system, "
+        "which is common especially at the scale of hundreds devices, asynchronous approaches are more robust.\"")
+LIAN_NET = ("Lian et al. 2018 (AD-PSGD), abstract: \"Synchronous algorithms like AllReduce-SGD perform poorly in a "
+            "heterogeneous environment\"")
+VIVIANI = ("Viviani et al. 2019, 'Deep Learning at Scale', PDP, abstract (no sentence of the paper names FAST's "
+           "accuracy; this is the closest): \"a different approach is presented that is meant to allow DNN training "
+           "to scale while retaining good convergence properties\"")
+DILOCO = ("Douillard et al. 2023 (DiLoCo), abstract: \"enables training of language models on islands of devices that "
+          "are poorly connected\"; \"DiLoCo on 8 workers performs as well as fully synchronous optimization while "
+          "communicating 500 times less.\"")
 
-CELL = ["hardware", "link", "straggler", "np", "point"]
+
+def _rule(source: str, claim: str, subjects, references, metric: str, quote: str, **cells) -> Rule:
+    return Rule(source, claim, tuple(subjects), tuple(references), metric, quote=quote, **cells)
+
+
+RULES: dict[str, Rule] = {
+    # the first regimes study's six (docs/results/regimes, 2026-11): kept as they were judged, quotes added
+    "vishnu": _rule("Vishnu et al. 2017", "delayed and layer-wise asynchronous allreduce beat sync when communication "
+                    "is comparable to compute (up to 1.7x on their hardware)", ("delayed", "layerwise"), ("sync",),
+                    "throughput", VISHNU, straggler="none", comm_share=(0.25, 0.75), overlap_ceiling=True),
+    "lasgd": _rule("LASGD, 2022", "LASGD trains faster than synchronous SGD and than gossip (SGP, AD-PSGD)",
+                   ("lasgd",), ("sync", "sgp", "adpsgd"), "time_to_target_s", LASGD),
+    "assran": _rule("Assran et al. 2019", "SGP beats allreduce SGD on a slow (10 GbE-class) network", ("sgp",),
+                    ("sync",), "time_to_target_s", ASSRAN, straggler="none", comm_share=(0.7, 1.0)),
+    "ps-straggler": _rule("Hermans 2017; Paine et al. 2013", "asynchronous parameter-server methods keep their pace "
+                          "beside a straggler where synchronous methods slow to it", PS, ("sync",), "straggler_pace",
+                          "(no sentence of either paper says so: withdrawn, see async-straggler)", straggler="any"),
+    "hermans-accuracy": _rule("Hermans 2017", "AGN and ADAG hold accuracy as staleness grows where DOWNPOUR degrades",
+                              ("agn", "adag"), ("downpour",), "final_accuracy", HERMANS_N,
+                              min_reference_staleness=2.0),
+    "fast": _rule("Viviani et al. 2019", "FAST (neighbour gradient exchange, best-worker restarts) keeps accuracy "
+                  "while avoiding global synchronisation", ("fast",), ("sync",), "final_accuracy", VIVIANI,
+                  threshold=0.99),
+    # the second regimes study's (registered before its runs; docs/statistics.md, docs/results/regimes/NOTES.md)
+    "vishnu-wire": _rule("Vishnu et al. 2017", "delayed and layer-wise allreduce beat sync in throughput where sync's "
+                         "communication is wire time (2 hosts at 0.9 of a core, links for shares 0.25-0.75)",
+                         ("delayed", "layerwise"), ("sync",), "throughput", VISHNU, straggler="none",
+                         comm_share=(0.25, 0.75), overlap_ceiling=True, workers=(2,)),
+    "vishnu-wire-target": _rule("Vishnu et al. 2017", "delayed and layer-wise allreduce reach the target before sync "
+                                "where sync's communication is wire time", ("delayed", "layerwise"), ("sync",),
+                                "time_to_target_s", VISHNU, straggler="none", comm_share=(0.25, 0.75), workers=(2,)),
+    "lasgd-every": _rule("LASGD, 2022", "LASGD reaches the target before sync and the gossip methods (SGP, AD-PSGD) "
+                         "on every link, 4 workers", ("lasgd",), ("sync", "sgp", "adpsgd"), "time_to_target_s",
+                         LASGD, straggler="none", workers=(4,)),
+    "assran-slow": _rule("Assran et al. 2019", "SGP reaches the target before allreduce SGD on a slow network (sync's "
+                         "communication share >= 0.7), 4 workers", ("sgp",), ("sync",), "time_to_target_s", ASSRAN,
+                         straggler="none", comm_share=(0.7, 1.0), workers=(4,)),
+    "async-straggler": _rule("Lian et al. 2018", "asynchronous methods (DOWNPOUR's parameter server, AD-PSGD's gossip) "
+                             "reach the target before sync beside a straggler", ("downpour", "adpsgd"), ("sync",),
+                             "time_to_target_s", LIAN, straggler="any"),
+    "hermans-hyper": _rule("Hermans 2017", "AGN and ADAG end more accurate than DOWNPOUR over a learning-rate grid "
+                           "shared by the three, at 2 and 4 workers", ("agn", "adag"), ("downpour",),
+                           "final_accuracy", HERMANS, straggler="none"),
+    "fast-target": _rule("Viviani et al. 2019", "FAST is non-inferior to sync in final accuracy (within 2 %: a margin "
+                         "above the 0.7-point binomial noise of one accuracy on 1,000 held-out images)", ("fast",), ("sync",), "final_accuracy", VIVIANI, threshold=0.98,
+                         straggler="none"),
+    "fast-time": _rule("Viviani et al. 2019", "FAST reaches the target no later than sync (our reading of 'allow DNN "
+                       "training to scale')", ("fast",), ("sync",), "time_to_target_s", VIVIANI, straggler="none"),
+    # the latency study's (regimes-latency: predictions from the communication patterns, pipelines/studies)
+    "latency-sgp": _rule("Assran et al. 2019", "SGP reaches the target before sync on links with a delay of 5 ms or "
+                         "more", ("sgp",), ("sync",), "time_to_target_s", ASSRAN, delays=("5ms", "25ms")),
+    "latency-adpsgd": _rule("Lian et al. 2018", "AD-PSGD trains faster (throughput) than sync on links with a delay "
+                            "of 5 ms or more", ("adpsgd",), ("sync",), "throughput", LIAN_NET, delays=("5ms", "25ms")),
+    "latency-diloco": _rule("Douillard et al. 2023", "DiLoCo reaches the target before sync on poorly connected links "
+                            "(25 ms one way)", ("diloco",), ("sync",), "time_to_target_s", DILOCO, delays=("25ms",)),
+    "latency-lasgd": _rule("LASGD, 2022", "LASGD reaches the target before sync on links with a delay of 5 ms or more",
+                           ("lasgd",), ("sync",), "time_to_target_s", LASGD, delays=("5ms", "25ms")),
+}
+"""The library of seed claims, each declared once, before the runs; a study names those it tests (its ``claims``),
+and its registration copies them (:func:`as_record`)."""
+LEGACY = ("vishnu", "lasgd", "assran", "ps-straggler", "hermans-accuracy", "fast")
+"""The claims a study tests when its file names none (``claims: all``): those of the first regimes study."""
+
+
+def select(names, where: str = "claims") -> tuple[Rule, ...]:
+    """The rules a study names (``all``: :data:`LEGACY`); BenchError with one line for an unknown name."""
+    names = LEGACY if names == "all" else tuple(names)
+    bad = [n for n in names if n not in RULES]
+    if bad:
+        raise BenchError(f"{where} names {', '.join(map(repr, bad))}, which is no claim; valid: {', '.join(RULES)}")
+    return tuple(RULES[n] for n in names)
+
+
+def as_record(rule: Rule) -> dict:
+    """A rule as a registration records it: every field, and its text."""
+    return {**{k: list(v) if isinstance(v, tuple) else v for k, v in asdict(rule).items()}, "text": rule.text()}
+
+CELL = ["hardware", "workload", "link", "link_delay", "straggler", "np", "point"]
 """What makes a cell, beside the algorithm (a regimes cells table's columns; ``point``: the grid tag without the
 repeat)."""
 
@@ -116,8 +215,9 @@ def with_straggler_pace(cells: pd.DataFrame) -> pd.DataFrame:
     if df.empty:
         df["straggler_pace"] = []
         return df
-    calm = df[df["straggler"] == "none"].groupby(["algorithm", "hardware", "link", "np", "repeat"])["throughput"].median()
-    base = [calm.get(key, math.nan) for key in zip(df["algorithm"], df["hardware"], df["link"], df["np"], df["repeat"])]
+    same = ["algorithm", "hardware", "link", "link_delay", "np", "repeat"]
+    calm = df[df["straggler"] == "none"].groupby(same)["throughput"].median()
+    base = [calm.get(key, math.nan) for key in zip(*(df[c] for c in same))]
     df["straggler_pace"] = np.where(df["straggler"] != "none", df["throughput"] / np.asarray(base, dtype=float), math.nan)
     return df
 
@@ -128,6 +228,10 @@ def _cell_ok(rule: Rule, cell: dict, ref: pd.DataFrame) -> bool:
     if rule.straggler == "any" and cell["straggler"] == "none":
         return False
     if rule.links and cell["link"] not in rule.links:
+        return False
+    if rule.delays and cell.get("link_delay", "0ms") not in rule.delays:
+        return False
+    if rule.workers and int(cell["np"]) not in rule.workers:
         return False
     if rule.comm_share is not None:
         s = float(ref["comm_share"].median()) if "comm_share" in ref else math.nan
@@ -171,6 +275,24 @@ def tests(rule: Rule, cells: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=cols)
 
 
+def _cpu_note(rule: Rule, cells: pd.DataFrame) -> str:
+    """Where the methods compared had different total CPU (an emulated parameter server is a host more), the
+    difference, in every verdict (``cpu_cores``: the sum of the hosts' shares)."""
+    if "cpu_cores" not in cells:
+        return ""
+    cores = {a: cells.loc[cells["algorithm"] == a, "cpu_cores"].median() for a in (*rule.subjects, *rule.references)}
+    known = {a: c for a, c in cores.items() if isinstance(c, float) and math.isfinite(c)}
+    if len(set(known.values())) <= 1:
+        return ""
+    return "; unequal CPU: " + ", ".join(f"{a} {c:g} cores" for a, c in known.items())
+
+
+def _delay(row) -> str:
+    """`` +<delay>`` of a test's link in the evidence, nothing where there is no delay."""
+    delay = getattr(row, "link_delay", "0ms")
+    return "" if delay in ("", "0ms") or not isinstance(delay, str) else f" +{delay}"
+
+
 def _fmt(v: float, spec: str = ".2f") -> str:
     return "n/a" if v is None or not math.isfinite(float(v)) else format(float(v), spec)
 
@@ -184,7 +306,7 @@ def verdict(rule: Rule, cells: pd.DataFrame) -> dict:
         return {**row, "verdict": "not testable here",
                 "evidence": f"the study has no cell of this rule ({', '.join(rule.subjects)} beside "
                             f"{', '.join(rule.references)} where the rule applies); {PUBLISHED}"}
-    lines = [f"{r.subject} vs {r.reference} at {r.link}/{r.straggler}/np{r.np}{'/' + r.point if r.point else ''}: "
+    lines = [f"{r.subject} vs {r.reference} at {r.link}{_delay(r)}/{r.straggler}/np{r.np}{'/' + r.point if r.point else ''}: "
              f"x{_fmt(r.effect)} [{_fmt(r.ci_low)}, {_fmt(r.ci_high)}], n={r.n}"
              + (f", ceiling {_fmt(r.ceiling)}" if math.isfinite(r.ceiling) else "") for r in t.itertuples()]
     few = t["n"] < MIN_N
@@ -208,12 +330,32 @@ def verdict(rule: Rule, cells: pd.DataFrame) -> dict:
         decide = t.loc[t["effect"].idxmin()]
         v = "reproduced" if support.all() else "inconclusive"
     notes = f"; {int(above_ceiling.sum())} test(s) above the ceiling (measurement suspect)" if above_ceiling.any() else ""
+    notes += _cpu_note(rule, cells)
     return {**row, "effect": decide["effect"], "ci_low": decide["ci_low"], "ci_high": decide["ci_high"],
             "n": int(decide["n"]), "verdict": v,
             "evidence": f"{int(support.sum())} of {len(t)} tests support, {int(contradict.sum())} contradict "
                         f"(Holm){notes}: " + "; ".join(lines) + left_out}
 
 
-def claims(cells: pd.DataFrame, rules: tuple[Rule, ...] = RULES) -> pd.DataFrame:
-    """claims.csv: one row per rule (:data:`COLUMNS`)."""
-    return pd.DataFrame([verdict(rule, cells) for rule in rules], columns=COLUMNS)
+def claims(cells: pd.DataFrame, rules: tuple[Rule, ...] | None = None, registration: dict | None = None) -> pd.DataFrame:
+    """claims.csv: one row per rule and workload (:data:`COLUMNS`). Under a ``registration``
+    (:func:`bench.registration.load`) only the runs it allows carry a verdict (the cells' ``judged`` is empty: clean,
+    made under it after it was committed, in a cell it lists); the others are counted in the evidence. Without one,
+    every verdict is ``exploratory``: nothing shows that its rule was written before its runs."""
+    rules = select("all") if rules is None else rules
+    workloads = sorted(set(cells["workload"])) if "workload" in cells and not cells.empty else [""]
+    rows = []
+    for rule in rules:
+        for workload in workloads:
+            sub = cells[cells["workload"] == workload] if workload else cells
+            usable = sub[sub["judged"].fillna("") == ""] if registration is not None and "judged" in sub else sub
+            row = verdict(rule, usable)
+            row.update(quote=rule.quote, workload=workload, interval_method=INTERVAL,
+                       registration=registration["sha256"][:12] if registration else "none")
+            if len(usable) < len(sub):
+                reasons = sub.loc[sub["judged"].fillna("") != "", "judged"].value_counts()
+                row["evidence"] += "; not judged: " + ", ".join(f"{n} run(s) {why}" for why, n in reasons.items())
+            if registration is None and row["verdict"] != "not testable here":
+                row["verdict"] = f"exploratory: {row['verdict']}"
+            rows.append(row)
+    return pd.DataFrame(rows, columns=COLUMNS)

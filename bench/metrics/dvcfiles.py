@@ -38,10 +38,13 @@ def convergence_metrics(conv: pd.DataFrame) -> dict:
     return {"runs": out}
 
 
-def te_metrics(matrix: pd.DataFrame, grid: pd.DataFrame, a: str, b: str) -> dict:
-    """DVC metrics of the temporal-efficiency notebook: E per ordered pair and the grid's win share."""
+def te_metrics(matrix: pd.DataFrame, grid: pd.DataFrame, a: str, b: str, target: float | None = None) -> dict:
+    """DVC metrics of the temporal-efficiency notebook: E per ordered pair, the grid's win share, and the horizon E
+    integrates to (the slower run's time to ``target``, or the runs' whole span)."""
     pairs = {f"{i}__vs__{j}": _finite(matrix.loc[i, j]) for i in matrix.index for j in matrix.columns if i != j}
-    return {"pairs": pairs, "grid": {"a": a, "b": b, "configurations": int(grid["E"].notna().sum()),
+    horizon = (f"up to the slower run's time to {target:g} held-out accuracy" if target is not None and math.isfinite(target)
+               else "the shorter run's whole span")
+    return {"pairs": pairs, "horizon": horizon, "grid": {"a": a, "b": b, "configurations": int(grid["E"].notna().sum()),
                                      "a_win_share": _finite(win_share(grid, a)) if len(grid) else None}}
 
 

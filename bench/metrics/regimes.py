@@ -1,10 +1,11 @@
 """Which algorithm wins where: every run placed in its regime (link × straggler), compared with ``sync`` in the
 same cell, and the seed papers' claims checked against the measured cells.
 
-A run's **regime** is its link and its straggler setting:
+A run's **regime** is its link (rate and one-way delay) and its straggler setting:
 
 - link: ``local`` (one machine, unshaped loopback), else the emulated cluster's rate (``100mbit``, ``1gbit``,
-  ``10gbit``, ``unshaped``); only bandwidth is emulated, never latency;
+  ``10gbit``, ``unshaped``), and ``link_delay``, the emulated one-way delay between hosts (``0ms``: none; the
+  regime's label names it, e.g. ``136mbit +5ms``);
 - straggler: ``none``, or ``<k>x<factor>`` (k workers whose compute takes factor times as long).
 
 Per run (a **cell** is one algorithm in one regime at one grid point; a study's repeats of it are its runs): aggregate
@@ -16,7 +17,7 @@ to the target held-out accuracy (interpolated, censored at the training time whe
 ``target_speedup_vs_sync`` (sync's time to it / the run's), held-out accuracy after a fixed wall-clock budget, final
 held-out accuracy, mean staleness where the algorithm records it.
 
-Over repeats: :func:`summary` (per cell: median, olympic mean, 95 % bootstrap interval, n) and :func:`versus_sync`
+Over repeats: :func:`summary` (per cell: median, olympic mean, mean with its 95 % t-interval, n) and :func:`versus_sync`
 (paired ratios against sync with an outcome), :mod:`bench.metrics.stats`; :func:`winners` ranks cells by their median.
 The seeds' claims are rules declared in :mod:`bench.metrics.claims`.
 """
@@ -28,7 +29,8 @@ import math
 import pandas as pd
 
 from .. import BenchError
-from ..config import parse_rate
+from ..config import normalize_delay, parse_delay, parse_rate
+from ..registration import judged
 from ..results import Run
 from . import claims as claim_rules
 from . import stats
@@ -45,6 +47,11 @@ def link_gbps(link: str) -> float:
     return bps / 1e9 if bps else math.inf
 
 
+def parse_delay_s(delay: str) -> float:
+    """Seconds of a table's ``link_delay`` (``0ms`` and empty: 0), for ordering."""
+    return parse_delay(delay if isinstance(delay, str) and delay != "0ms" else "")
+
+
 def link_order(links) -> list[str]:
     """The links in display order: slowest first, then ``unshaped``, then ``local`` and other machines."""
     return sorted(set(links), key=lambda lk: (link_gbps(lk), lk == "local", lk))
@@ -59,6 +66,14 @@ def link_of(run: Run) -> str:
     return launch.get("link") or "unshaped"
 
 
+def delay_of(run: Run) -> str:
+    """The emulated one-way link delay the run had (``0ms``: none, and every run that is not on an emulated cluster):
+    what system.json recorded, else what its configuration asked for."""
+    recorded = ((run.system or {}).get("network") or {}).get("link_delay")
+    asked = run.config.get("launch", {}).get("link_delay") or ""
+    return normalize_delay(recorded if recorded is not None else asked) or "0ms"
+
+
 def straggler_of(run: Run) -> str:
     train = run.config.get("train", {})
     slow, factor = train.get("slow_ranks") or [], float(train.get("slow_factor", 1.0))
@@ -66,12 +81,14 @@ def straggler_of(run: Run) -> str:
             if slow and factor > 1 else "none")
 
 
-def regime_label(link: str, straggler: str) -> str:
-    return f"{link}, {'no straggler' if straggler == 'none' else 'straggler ' + straggler}"
+def regime_label(link: str, straggler: str, delay: str = "0ms") -> str:
+    where = link if delay in ("", "0ms") else f"{link} +{delay}"
+    return f"{where}, {'no straggler' if straggler == 'none' else 'straggler ' + straggler}"
 
 
-def cell(run: Run, target: float, budget_s: float) -> dict:
-    """One run's row of :func:`cell_table`."""
+def cell(run: Run, target: float, budget_s: float, registration: dict | None = None) -> dict:
+    """One run's row of :func:`cell_table`: its figures, its workload (training profile) and ``judged``: why a verdict
+    may not use it under the study's ``registration`` (:func:`bench.registration.judged`; empty: it may)."""
     steps = timed_steps(run.steps)
     step_total = float(steps["step_s"].sum()) if not steps.empty else math.nan
     comm = float((steps["comm_s"].fillna(0) + steps["wait_s"].fillna(0)).sum()) if not steps.empty else math.nan
@@ -79,33 +96,36 @@ def cell(run: Run, target: float, budget_s: float) -> dict:
     link = link_of(run)
     tp = throughput(run)
     to_target, censored = time_to_target(run.evals, target, run.summary.get("train_s"))
-    return {**labels(run), "point": point_of(run), "link": link,
+    return {**labels(run), "workload": run.config.get("profile") or "", "point": point_of(run), "link": link,
+            "link_delay": delay_of(run),
             "link_gbps": link_gbps(link), "link_share_aimed": run.config.get("launch", {}).get("link_share_aimed") or math.nan,
             "straggler": straggler_of(run),
             "throughput": tp["throughput"], "throughput_window": tp["window"],
             "slowest_worker_rate": tp["slowest_worker_rate"], "comm_share": comm / step_total if step_total else math.nan,
             "time_to_target_s": to_target, "censored": censored, "accuracy_at_budget": accuracy_after_time(run.evals, budget_s),
             "final_accuracy": run.summary.get("final_accuracy"), "mean_staleness": float(stale.mean()) if len(stale) else math.nan,
-            "train_s": run.summary.get("train_s")}
+            "train_s": run.summary.get("train_s"), "judged": judged(run.system or {}, registration),
+            "cpu_cores": (((run.system or {}).get("network") or {}).get("cpu") or {}).get("total_cores", math.nan)}
 
 
-CELL_COLUMNS = [*KEYS, "repeat", "point", "link", "link_gbps", "link_share_aimed", "straggler", "throughput", "throughput_window",
+CELL_COLUMNS = [*KEYS, "repeat", "workload", "point", "link", "link_delay", "link_gbps", "link_share_aimed", "straggler", "throughput", "throughput_window",
                 "slowest_worker_rate", "comm_share", "time_to_target_s", "censored", "accuracy_at_budget", "final_accuracy",
-                "mean_staleness", "train_s"]
+                "mean_staleness", "train_s", "judged", "cpu_cores"]
 
 
-def cell_table(runs: list[Run], target: float, budget_s: float, reference: str = "sync") -> pd.DataFrame:
+def cell_table(runs: list[Run], target: float, budget_s: float, reference: str = "sync",
+               registration: dict | None = None) -> pd.DataFrame:
     """One row per ``ok`` run with its regime, repeat and figures, and ``speedup_vs_<reference>`` against the
     reference in the same cell and repeat (paired). A censored time to target (never reached) is the run's training
     time with ``censored`` true: kept, never dropped."""
-    rows = [cell(r, target, budget_s) for r in ok_runs(runs)]
+    rows = [cell(r, target, budget_s, registration) for r in ok_runs(runs)]
     df = pd.DataFrame(rows, columns=CELL_COLUMNS)
     if df.empty:
         df[f"speedup_vs_{reference}"] = []
         df[f"target_speedup_vs_{reference}"] = []
         df["regime"] = []
         return df
-    same_cell = ["hardware", "straggler", "np", "point", "repeat"]
+    same_cell = ["hardware", "workload", "link_delay", "straggler", "np", "point", "repeat"]
     ref = df[df["algorithm"] == reference].groupby(same_cell)[["throughput", "time_to_target_s"]].mean()
     keys = list(zip(*(df[c] for c in same_cell)))
 
@@ -115,9 +135,9 @@ def cell_table(runs: list[Run], target: float, budget_s: float, reference: str =
     df[f"speedup_vs_{reference}"] = df["throughput"] / of_reference("throughput")
     # time to the target, the reference's / the run's (> 1: reaches the target sooner than the reference)
     df[f"target_speedup_vs_{reference}"] = of_reference("time_to_target_s") / df["time_to_target_s"].where(df["time_to_target_s"] > 0)
-    df["regime"] = [regime_label(lk, st) for lk, st in zip(df["link"], df["straggler"])]
+    df["regime"] = [regime_label(lk, st, d) for lk, st, d in zip(df["link"], df["straggler"], df["link_delay"])]
     order = {lk: i for i, lk in enumerate(link_order(df["link"]))}
-    return df.sort_values(["link", "straggler", "algorithm", "point", "repeat"],
+    return df.sort_values(["link", "link_delay", "straggler", "algorithm", "point", "repeat"],
                           key=lambda s: s.map(order) if s.name == "link" else s, ignore_index=True)
 
 
@@ -127,8 +147,8 @@ COMPARED_METRICS = ["throughput", "slowest_worker_rate", "time_to_target_s"]
 
 
 def summary(cells: pd.DataFrame) -> pd.DataFrame:
-    """Per cell (algorithm, hardware, link, straggler, np, point) and metric: n, median, olympic mean, 95 % bootstrap
-    interval of the median over the repeats (NaN with fewer than 3), censored repeats of the time to target."""
+    """Per cell (algorithm, hardware, link, link delay, straggler, np, point) and metric: n, median, olympic mean, and the
+    mean over the repeats with its 95 % t-interval (NaN with fewer than 3), censored repeats of the time to target."""
     return stats.summarize(cells, ["algorithm", *claim_rules.CELL], SUMMARY_METRICS)
 
 
@@ -156,9 +176,10 @@ def medians(cells: pd.DataFrame) -> pd.DataFrame:
 def regimes_in(cells: pd.DataFrame) -> list[str]:
     """Regime labels in display order (slowest link first, no straggler before straggler)."""
     order = {lk: i for i, lk in enumerate(link_order(cells["link"]))}
-    pairs = sorted({(lk, st) for lk, st in zip(cells["link"], cells["straggler"])},
-                   key=lambda p: (order.get(p[0], 99), p[1] != "none", p[1]))
-    return [regime_label(lk, st) for lk, st in pairs]
+    delays = cells["link_delay"] if "link_delay" in cells else ["0ms"] * len(cells)
+    triples = sorted({(lk, st, d) for lk, st, d in zip(cells["link"], cells["straggler"], delays)},
+                     key=lambda p: (order.get(p[0], 99), parse_delay_s(p[2]), p[1] != "none", p[1]))
+    return [regime_label(lk, st, d) for lk, st, d in triples]
 
 
 def winners(cells: pd.DataFrame) -> pd.DataFrame:
@@ -171,14 +192,15 @@ def winners(cells: pd.DataFrame) -> pd.DataFrame:
         fast = g.loc[g["throughput"].idxmax()] if g["throughput"].notna().any() else None
         reached = g[(g["censored"] == 0)].dropna(subset=["time_to_target_s"])
         first = reached.loc[reached["time_to_target_s"].idxmin()] if not reached.empty else None
-        rows.append({"regime": regime, "np": n, "link": g["link"].iloc[0], "straggler": g["straggler"].iloc[0],
+        rows.append({"regime": regime, "np": n, "link": g["link"].iloc[0], "link_delay": g["link_delay"].iloc[0],
+                     "straggler": g["straggler"].iloc[0],
                      "highest_throughput": fast["algorithm"] if fast is not None else None,
                      "throughput": fast["throughput"] if fast is not None else math.nan,
                      "first_to_target": first["algorithm"] if first is not None else None,
                      "time_to_target_s": first["time_to_target_s"] if first is not None else math.nan,
                      "sync_time_to_target_s": _value(g, "sync", "time_to_target_s"),
                      "repeats": int(g["repeats"].min())})
-    out = pd.DataFrame(rows, columns=["regime", "np", "link", "straggler", "highest_throughput", "throughput",
+    out = pd.DataFrame(rows, columns=["regime", "np", "link", "link_delay", "straggler", "highest_throughput", "throughput",
                                       "first_to_target", "time_to_target_s", "sync_time_to_target_s", "repeats"])
     if out.empty:
         return out
@@ -195,26 +217,28 @@ def links(cells: pd.DataFrame, reference: str = "sync") -> pd.DataFrame:
     """Per link (slowest first): its rate, the communication share of ``reference``'s step it was calibrated for
     (``share_aimed``; NaN for a link not calibrated) and the share measured in the reference's runs without a
     straggler (median, 95 % interval over the repeats, n): how far the link regimes span."""
-    cols = ["link", "link_gbps", "share_aimed", "np", "median", "ci_low", "ci_high", "n"]
+    cols = ["link", "link_delay", "link_gbps", "share_aimed", "np", "mean", "ci_low", "ci_high", "n"]
     ref = cells[(cells["algorithm"] == reference) & (cells["straggler"] == "none")] if not cells.empty else cells
     rows = []
-    for (link, n), g in (ref.groupby(["link", "np"], sort=False) if not ref.empty else []):
+    for (link, delay, n), g in (ref.groupby(["link", "link_delay", "np"], sort=False) if not ref.empty else []):
         d = stats.describe(g["comm_share"])
-        rows.append({"link": link, "link_gbps": g["link_gbps"].iloc[0], "share_aimed": g["link_share_aimed"].median(),
-                     "np": n, "median": d["median"], "ci_low": d["ci_low"], "ci_high": d["ci_high"], "n": d["n"]})
+        rows.append({"link": link, "link_delay": delay, "link_gbps": g["link_gbps"].iloc[0], "share_aimed": g["link_share_aimed"].median(),
+                     "np": n, "mean": d["mean"], "ci_low": d["ci_low"], "ci_high": d["ci_high"], "n": d["n"]})
     out = pd.DataFrame(rows, columns=cols)
     order = {lk: i for i, lk in enumerate(link_order(out["link"]))}
-    return out.sort_values(["link", "np"], key=lambda c: c.map(order) if c.name == "link" else c, ignore_index=True)
+    return out.sort_values(["link", "link_delay", "np"], ignore_index=True,
+                           key=lambda c: c.map(order) if c.name == "link" else c.map(parse_delay_s) if c.name == "link_delay" else c)
 
 
-def claims(cells: pd.DataFrame) -> pd.DataFrame:
-    """Every seed claim's verdict from its pre-registered rule (:mod:`bench.metrics.claims`): claims.csv."""
-    return claim_rules.claims(cells)
+def claims(cells: pd.DataFrame, names="all", registration: dict | None = None) -> pd.DataFrame:
+    """The verdict of every seed claim the study names (``names``: its ``claims``) from its pre-registered rule, per
+    workload, under its ``registration`` (:mod:`bench.metrics.claims`): claims.csv."""
+    return claim_rules.claims(cells, claim_rules.select(names), registration)
 
 
 def noise(first: pd.DataFrame, second: pd.DataFrame, column: str = "throughput") -> pd.DataFrame:
     """Run-to-run noise between two repeats of the same cells: relative difference of ``column`` per cell."""
-    keys = ["algorithm", "link", "straggler", "np"]
+    keys = ["algorithm", "link", "link_delay", "straggler", "np"]
     both = first[keys + [column]].merge(second[keys + [column]], on=keys, suffixes=("_a", "_b"))
     both["relative_difference"] = (both[f"{column}_b"] - both[f"{column}_a"]).abs() / both[[f"{column}_a", f"{column}_b"]].mean(axis=1)
     return both

@@ -27,7 +27,7 @@ def status_summary(status: pd.DataFrame) -> str:
 
 def hardware_table(runs: list[Run]) -> pd.DataFrame:
     """One row per hardware id: hosts (as the launcher named them), CPU, GPUs, interconnect (an emulated cluster's
-    link rate, marked emulated: bandwidth only, no latency), torch / horovod versions (from system.json)."""
+    link rate and one-way delay, marked emulated), torch / horovod versions (from system.json)."""
     rows = {}
     for r in runs:
         s = r.system
@@ -36,8 +36,9 @@ def hardware_table(runs: list[Run]) -> pd.DataFrame:
             continue
         gpus = s.get("gpus") or []
         net = s.get("network") or {}
-        interconnect = (f"emulated {net.get('link', '?')} (bandwidth only, latency not emulated)" if net.get("emulated")
-                        else s.get("interconnect") or "")
+        delay = net.get("link_delay") or "0ms"
+        interconnect = (f"emulated {net.get('link', '?')}, " + (f"one-way delay {delay}" if delay != "0ms" else "no delay")
+                        if net.get("emulated") else s.get("interconnect") or "")
         rows[hw] = {"hardware": hw, "hosts": ",".join(sorted(set(s.get("hosts_by_rank") or [s.get("hostname", "")]))),
                     "cpu_model": s.get("cpu_model"), "cpu_cores": s.get("cpu_cores"),
                     "gpus": f"{len(gpus)} x {gpus[0].get('name', gpus[0]) if isinstance(gpus[0], dict) else gpus[0]}" if gpus else "",
@@ -47,11 +48,11 @@ def hardware_table(runs: list[Run]) -> pd.DataFrame:
     return pd.DataFrame(list(rows.values()), columns=cols)
 
 
-def interval_text(median: float, low: float, high: float, fmt: str = ".2f") -> str:
-    """``median [low, high]`` (``median`` alone where the interval is undefined; empty where the median is)."""
-    if not math.isfinite(median):
+def interval_text(center: float, low: float, high: float, fmt: str = ".2f") -> str:
+    """``center [low, high]`` (``center`` alone where the interval is undefined; empty where the center is)."""
+    if not math.isfinite(center):
         return ""
-    text = format(median, fmt)
+    text = format(center, fmt)
     return f"{text} [{format(low, fmt)}, {format(high, fmt)}]" if math.isfinite(low) and math.isfinite(high) else text
 
 
@@ -79,10 +80,15 @@ def claims_lines(claims: pd.DataFrame, evidence: bool = False) -> list[str]:
     effect = "effect [95 % interval]"
     c = claims.assign(**{effect: [("x" + text) if (text := interval_text(e, lo, hi)) else ""
                                   for e, lo, hi in zip(claims["effect"], claims["ci_low"], claims["ci_high"])]})
-    return ["Each claim is a rule declared before the runs (`bench/metrics/claims.py`): a paired ratio over the "
-            "repeats (> 1 favours the claim), judged on the cells with 3 or more repeats, Holm-corrected across its "
-            "tests. The evidence column of the table gives every test.", ""] + \
-        md_table(c, ["source", "claim", "verdict", effect, "n", "rule", *(["evidence"] if evidence else [])])
+    registered = sorted({r for r in claims.get("registration", pd.Series(dtype=str)).astype(str) if r not in ("", "none", "nan")})
+    how = (f"registered before the runs (registration {', '.join(f'`{r}`' for r in registered)}: "
+           "`pipelines/registrations/`)" if registered else
+           "not registered before these runs, so every verdict is `exploratory`")
+    columns = ["source", "claim", *(["workload"] if "workload" in c and c["workload"].nunique() > 1 else []), "verdict",
+               effect, "n", "rule", *(["quote"] if "quote" in c else []), *(["evidence"] if evidence else [])]
+    return [f"Each claim is a rule of `bench/metrics/claims.py`, {how}: a paired ratio over the repeats (> 1 favours "
+            "the claim) with its 95 % t-interval, judged on the cells with 3 or more repeats, Holm-corrected across "
+            "its tests; the quote is the sentence of the paper it tests (docs/statistics.md).", ""] + md_table(c, columns)
 
 
 SUMMARY_COLUMNS = ["family", "algorithm", "np", "point", "hardware", "repeats", "samples/s", "speedup", "speedup over",
@@ -97,7 +103,7 @@ def _interval_texts(summary: pd.DataFrame, formats: dict[str, str]) -> dict[tupl
         return out
     for r in summary[summary["metric"].isin(formats)].itertuples(index=False):
         cell = out.setdefault((r.hardware, r.algorithm, int(r.np), r.point if isinstance(r.point, str) else ""), {})
-        cell[r.metric] = interval_text(r.median, r.ci_low, r.ci_high, formats[r.metric])
+        cell[r.metric] = interval_text(r.mean, r.ci_low, r.ci_high, formats[r.metric])
         if r.metric == "time_to_target_s":
             cell["censored"] = int(r.censored)
     return out
@@ -106,7 +112,7 @@ def _interval_texts(summary: pd.DataFrame, formats: dict[str, str]) -> dict[tupl
 def summary_table(speedup: pd.DataFrame, speedup_summary: pd.DataFrame, regimes_summary: pd.DataFrame) -> pd.DataFrame:
     """The report's first table: one row per configuration (hardware, algorithm, workers, grid point) of speedup.csv
     (``speedup``: its repeats and which one-worker run S(n) divides by) with what the analysis tables hold for it:
-    the median over its repeats and the 95 % bootstrap interval of the median (none below 3 repeats) of throughput
+    the mean over its repeats (geometric) and its 95 % t-interval (none below 3 repeats) of throughput
     and speedup S(n) (speedup_summary.csv), of the time to the target (``censored``: the repeats that never reached
     it, whose time is their training time, a lower bound) and of the final held-out accuracy (regimes_summary.csv)."""
     if speedup.empty:

@@ -1,6 +1,11 @@
 """Temporal efficiency (Hermans 2017): E(a, b) = ∫₀ᵐ f_a(t) dt / ∫₀ᵐ f_b(t) dt, f the workers'
 mini-batch training accuracy over wall-clock time, smoothed over windows (docs/algorithms.md, metrics).
 
+The horizon m is the shorter run's span, or, given a target accuracy, the time the slower of the two runs took to
+reach it (held-out, :func:`bench.metrics.accuracy.time_to_target`; its whole run where it never does): past that both
+runs sit on their plateau, and integrating it would pull every E towards 1 (the default study's matrix was 0.97-1.03
+everywhere before).
+
 The window is a fixed fraction of the runs' length unless given in seconds: T/20 with stride T/100, T the shorter
 run's span of records (:data:`WINDOW_FRACTION`, :data:`STRIDE_FRACTION`), so E is defined for every pair of runs
 with records over a positive span, however short (a fixed 5 s window is longer than a 1 s run)."""
@@ -16,6 +21,7 @@ import pandas as pd
 
 from .. import BenchError
 from ..results import ResultsError, Run, load_run
+from .accuracy import time_to_target
 from .selection import ok_runs, point_key
 from .stats import describe, side
 
@@ -67,14 +73,16 @@ def window_for(t_a, t_b, window: float | None = None, stride: float | None = Non
     return window, stride
 
 
-def temporal_efficiency(t_a, acc_a, t_b, acc_b, window: float | None = None, stride: float | None = None) -> float:
+def temporal_efficiency(t_a, acc_a, t_b, acc_b, window: float | None = None, stride: float | None = None,
+                        horizon: float | None = None) -> float:
     """E(a, b) = int_0^m f_a dt / int_0^m f_b dt, f the :func:`window_curve` interpolated piecewise-linearly,
-    m the smaller of the two curves' last window start (no extrapolation). E > 1: a is better. ``window`` and
-    ``stride`` in seconds; None: fractions of the shorter run's span (:func:`window_for`)."""
+    m the smaller of the two curves' last window start (no extrapolation) and of ``horizon`` (seconds from each
+    run's first record). E > 1: a is better. ``window`` and ``stride`` in seconds; None: fractions of the shorter
+    run's span (:func:`window_for`)."""
     window, stride = window_for(t_a, t_b, window, stride)
     xa, ya = window_curve(t_a, acc_a, window, stride)
     xb, yb = window_curve(t_b, acc_b, window, stride)
-    m = min(xa[-1], xb[-1])
+    m = min(xa[-1], xb[-1], math.inf if horizon is None else horizon)
     if m <= 0:
         raise BenchError(f"runs too short for window={window:g} s, stride={stride:g} s (shorter run's last window "
                          f"starts at 0); pass smaller --window/--stride")
@@ -98,13 +106,28 @@ def _as_run(run) -> Run:
     return run
 
 
-def temporal_efficiency_runs(run_a, run_b, window: float | None = None, stride: float | None = None) -> float:
-    """E(a, b) of two run directories (or loaded runs) from every worker's mini-batch accuracy records."""
+def horizon_to(a: Run, b: Run, target: float | None) -> float | None:
+    """Seconds (from each run's first record) until the slower of ``a`` and ``b`` reached ``target`` held-out
+    accuracy; None without a target, or where neither reached it (then the runs' whole span)."""
+    if target is None or not math.isfinite(target):
+        return None
+    times = [(*time_to_target(r.evals, target, r.summary.get("train_s")), float(r.steps["t"].min())) for r in (a, b)]
+    if all(censored for _, censored, _ in times):
+        return None
+    return max(t - t0 for t, _, t0 in times)
+
+
+def temporal_efficiency_runs(run_a, run_b, window: float | None = None, stride: float | None = None,
+                             target: float | None = None) -> float:
+    """E(a, b) of two run directories (or loaded runs) from every worker's mini-batch accuracy records, up to the
+    slower one's time to ``target`` (:func:`horizon_to`; None: their shorter span)."""
     a, b = _as_run(run_a), _as_run(run_b)
-    return temporal_efficiency(a.steps["t"], a.steps["accuracy"], b.steps["t"], b.steps["accuracy"], window, stride)
+    return temporal_efficiency(a.steps["t"], a.steps["accuracy"], b.steps["t"], b.steps["accuracy"], window, stride,
+                               horizon_to(a, b, target))
 
 
-def te_pairs(runs: list[Run], window: float | None = None, stride: float | None = None) -> pd.DataFrame:
+def te_pairs(runs: list[Run], window: float | None = None, stride: float | None = None,
+             target: float | None = None) -> pd.DataFrame:
     """E(a, b) for every ordered pair of configurations (:func:`bench.metrics.selection.point_key`: a run key
     without its repeat), repeat by repeat: a's repeat k against b's repeat k, the runs that share a seed. Columns
     a, b, repeat, E (NaN where undefined); a configuration against itself gives 1."""
@@ -114,7 +137,7 @@ def te_pairs(runs: list[Run], window: float | None = None, stride: float | None 
     for a, b in itertools.product(configs, repeat=2):
         for k in sorted({k for c, k in good if c == a} & {k for c, k in good if c == b}):
             try:
-                e = temporal_efficiency_runs(good[a, k], good[b, k], window, stride)
+                e = temporal_efficiency_runs(good[a, k], good[b, k], window, stride, target)
             except BenchError:
                 e = math.nan
             rows.append({"a": a, "b": b, "repeat": k, "E": e})
@@ -136,10 +159,10 @@ def te_matrix(runs: list[Run], window: float | None = None, stride: float | None
 
 
 def te_grid(runs: list[Run], a: str, b: str, param: str, window: float | None = None,
-            stride: float | None = None) -> pd.DataFrame:
+            stride: float | None = None, target: float | None = None) -> pd.DataFrame:
     """E(a, b) for each (hardware, np, ``param``) configuration both algorithms ran, e.g. ``param`` =
     ``communication_window`` (Hermans' λ): runs matched on hardware, np, the value of ``param`` and the repeat (the
-    same seed), E per repeat pair, then the median over the pairs with the 95 % bootstrap interval of the median (NaN
+    same seed), E per repeat pair, then the geometric mean over the pairs with its 95 % t-interval (NaN
     with fewer than 3 pairs; :func:`bench.metrics.stats.describe`). Columns: hardware, np, ``param``, E, ci_low,
     ci_high, n (defined pairs), winner: ``a`` or ``b`` where the interval excludes 1, ``inconclusive`` where it does
     not; with fewer than 3 pairs, the side of E (``tie`` at 1; ``undefined`` where no pair is defined)."""
@@ -155,14 +178,14 @@ def te_grid(runs: list[Run], a: str, b: str, param: str, window: float | None = 
 
     for key in sorted(set(ia) & set(ib), key=order):
         try:
-            e = temporal_efficiency_runs(ia[key], ib[key], window, stride)
+            e = temporal_efficiency_runs(ia[key], ib[key], window, stride, target)
         except BenchError:
             e = math.nan
         by_config.setdefault(key[:3], []).append(e)
     rows = []
     for (hw, n, value), es in by_config.items():
         d = describe(es)
-        e = d["median"]
+        e = d["mean"]
         where = side(d)
         winner = {"faster": a, "slower": b}.get(where, where)
         rows.append({"hardware": hw, "np": n, param: value, "E": e, "ci_low": d["ci_low"], "ci_high": d["ci_high"],

@@ -34,7 +34,7 @@ Reported: median throughput over repeats; per-step time split from the records (
 and worker ranks, median over repeats: step, compute, comm, wait, and ``loop``: the worker's time between
 steps, i.e. records and data); the ratios sync(np=1)/plain (target >= 0.97), sync(np=2)/ddp(np=2)
 (target >= 0.95) and the plain loops', each as the ratio of the medians, the per-repeat ratios (the two runs of a
-repeat measured a minute apart), and their geometric mean with its 95 % bootstrap interval and a verdict against the target
+repeat measured a minute apart), and their geometric mean with its 95 % t-interval and a verdict against the target
 (:func:`bench.metrics.stats.paired_ratio`: ``above``/``below`` when the interval excludes it, else
 ``inconclusive``); per variant, where its ranks' CPU went (``summary.json``'s ``cpu_threads``: the training thread
 on a CPU and runnable but waiting for one, Horovod's threads, the rest). ``--algorithms`` adds other algorithms at

@@ -3,7 +3,7 @@
 Sources, in the order the constants are fitted (each with the model itself, so the fitted value is the one that
 makes the model reproduce its source exactly):
 
-1. ``docs/results/regimes/calibration.json``, the regimes study's calibration run (``sync`` at one worker on one
+1. ``docs/results/regimes-v1/calibration.json``, the regimes study's calibration run (``sync`` at one worker on one
    emulated host at 0.36 of a core, not one of the study's cells): the compute a step at full speed (the median step,
    ``c_full_s``: most steps run inside the quota) and the mean step (the quota's periods included); their ratio is
    the share of its quota a host turns into work (``eta``).
@@ -31,7 +31,7 @@ from .cells import RESULTS, all_cells, find
 from .model import Model
 
 MICROBENCH = REPO_ROOT / "docs" / "results" / "predict" / "microbench" / "link.txt"
-STUDY_CALIBRATION = RESULTS / "regimes" / "calibration.json"
+STUDY_CALIBRATION = RESULTS / "regimes-v1" / "calibration.json"
 CALIBRATION_CPU = 0.36  # cores of the host the regimes calibration run had (pipelines/hardware/emu.yaml cpu_per_host)
 
 CALIBRATION_CELLS = {
@@ -96,7 +96,7 @@ def fit(cells=None) -> dict:
          "eta": study["compute_s_median"] / (study["compute_s_per_step"] * CALIBRATION_CPU),
          **microbench(), "cfs_period_s": CFS_PERIOD_US / 1e6,
          "a_allreduce_s": 0.0, "hop_s": 0.0, "omega_s": 0.0, "a_p2p_s": 0.0, "a_ps_s": 0.0, "pass_byte_s": 0.0,
-         "ps_kappa": 0.0, "compute_source": "the median step of docs/results/regimes/calibration.json's run"}
+         "ps_kappa": 0.0, "compute_source": "the median step of docs/results/regimes-v1/calibration.json's run"}
     cells = cells if cells is not None else all_cells(("regimes-speedup", "regimes-te"))
 
     def error(name: str):

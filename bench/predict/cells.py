@@ -20,7 +20,7 @@ from ..study import load_study
 from ..study.plan import grid_points
 
 RESULTS = REPO_ROOT / "docs" / "results"
-STUDIES = ("regimes", "regimes-speedup", "regimes-quota", "regimes-te", "regimes-latency", "regimes-momentum",
+STUDIES = ("regimes-v1", "regimes", "regimes-speedup", "regimes-quota", "regimes-te", "regimes-latency", "regimes-momentum",
            "regimes-tuned", "regimes-order", "regimes-lr")
 """The published studies whose cells the model predicts: the four the issue names (and regimes-latency once it is
 published), then the diagnostic ones, all run on the same emulated cluster with the same workload."""

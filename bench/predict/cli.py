@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 from .. import BenchError
 from ..layout import REPO_ROOT
 from ..resolve import parse_set
-from . import calibrate
+from . import calibrate, forecast
 from .query import predict_many
 
 def _ints(text: str, what: str) -> list[int]:
@@ -57,6 +58,17 @@ def cmd_predict(args) -> int:
 
             run_notebook(REPO_ROOT / args.publish if not args.publish.startswith("/") else args.publish)
         return 0
+    if args.forecast_study:
+        if not args.out:
+            raise BenchError("--forecast-study needs --out FILE.csv (e.g. docs/results/<study>/forecast.csv)")
+        table = forecast.planned(args.forecast_study)
+        if table.empty:
+            raise BenchError(f"study {args.forecast_study!r} has no plan: run `python -m bench study plan --study "
+                             f"{args.forecast_study}` first")
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        table.to_csv(args.out, index=False)
+        print(f"forecast: {len(table)} cells of {args.forecast_study} -> {args.out}", file=sys.stderr)
+        return 0
     if not args.algorithms or not args.hardware:
         raise BenchError("give ALGO[,ALGO...] and --hardware HW (or --calibrate, --publish DIR)")
     algorithms = [a.strip() for a in args.algorithms.split(",") if a.strip()]
@@ -76,4 +88,7 @@ def add_parser(sub) -> None:
     p.add_argument("--json", action="store_true", help="one JSON object per (algorithm, n)")
     p.add_argument("--calibrate", action="store_true", help="refit the constants (docs/results/predict/calibration.json)")
     p.add_argument("--publish", metavar="DIR", help="calibrate, then run notebooks/predict.ipynb, which writes DIR")
+    p.add_argument("--forecast-study", metavar="STUDY", help="the model's throughput for every planned cell of STUDY "
+                   "(before it runs), into --out")
+    p.add_argument("--out", metavar="FILE", help="--forecast-study: the CSV to write")
     p.set_defaults(func=cmd_predict)

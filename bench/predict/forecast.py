@@ -20,7 +20,13 @@ from __future__ import annotations
 
 import pandas as pd
 
+import json
+from pathlib import Path
+
 from ..algorithms import KEYS, get_algorithm
+from ..layout import REPO_ROOT, StudyLayout
+from ..metrics.selection import point
+from ..resolve import config_from_dict
 from . import hardware
 from .query import resolve_run
 from .model import Model
@@ -72,3 +78,25 @@ def winners(df: pd.DataFrame) -> pd.DataFrame:
             row[f"best_{family}"] = f"{f.iloc[0]['algorithm']} ({f.iloc[0]['speedup']:.1f})"
         out.append(row)
     return pd.DataFrame(out)
+
+
+def planned(study: str, calibration: dict | None = None, root: Path = REPO_ROOT) -> pd.DataFrame:
+    """The model's throughput for every planned cell of ``study`` (its plan, results/<study>/plan/: one row per
+    algorithm and grid point, the repeats being the same configuration but for the seed), written before the study
+    runs so that its runs validate a forecast, not a fit (``python -m bench predict --forecast-study S --out F``)."""
+    calibration = calibration or hardware.load_calibration()
+    model = Model(calibration)
+    rows, seen = [], set()
+    for manifest in sorted(StudyLayout(study, Path(root) / "results").dir.glob("plan/*/plan.json")):
+        for entry in json.loads(manifest.read_text())["runs"]:
+            cfg = config_from_dict(json.loads((manifest.parent.parent.parent / entry["config"]).read_text()))
+            cell = (cfg.algorithm, cfg.launch.np, point(cfg.tag, cfg.repeat))
+            if cell in seen:
+                continue
+            seen.add(cell)
+            p = model.predict(cfg, *hardware.for_config(cfg, calibration))
+            rows.append({"study": study, "algorithm": cfg.algorithm, "np": cfg.launch.np, "point": cell[2],
+                         "link": cfg.launch.link or "unshaped", "link_delay": cfg.launch.link_delay or "0ms",
+                         "predicted": p.throughput, "step_ms": 1e3 * p.step_s, "comm_ms": 1e3 * p.comm_s,
+                         "wait_ms": 1e3 * p.wait_s, "bound": p.bound})
+    return pd.DataFrame(rows)

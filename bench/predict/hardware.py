@@ -25,6 +25,7 @@ import yaml
 
 from .. import BenchError
 from ..cluster import parse_rate
+from ..config import parse_delay
 from ..layout import REPO_ROOT
 
 MODEL_DIR = REPO_ROOT / "pipelines" / "hardware" / "model"
@@ -127,11 +128,15 @@ def described(hw_id: str) -> Hardware:
 
 
 def emulated(cfg, calibration: dict) -> Hardware:
-    """The emulated cluster of ``cfg.launch``: one shaped link a host (unshaped: no bandwidth limit), its quota."""
+    """The emulated cluster of ``cfg.launch``: one shaped link a host (unshaped: no bandwidth limit), its quota; a
+    hop's latency is the fitted one plus the link's one-way delay (``link_delay``: each host's delay line holds what
+    arrives for that long)."""
     bits = parse_rate(cfg.launch.link) if cfg.launch.link else None
-    level = Level("link " + (cfg.launch.link or "unshaped"), None,
-                  bits / 8 * calibration["wire_efficiency"] if bits else math.inf, calibration["hop_s"],
-                  "the configured rate x the TCP goodput bench.perf link measured; the latency a hop fitted")
+    level = Level("link " + (cfg.launch.link or "unshaped") + (f" +{cfg.launch.link_delay}" if cfg.launch.link_delay else ""),
+                  None, bits / 8 * calibration["wire_efficiency"] if bits else math.inf,
+                  calibration["hop_s"] + parse_delay(cfg.launch.link_delay),
+                  "the configured rate x the TCP goodput bench.perf link measured; the latency a hop fitted, plus the "
+                  "link's one-way delay")
     return Hardware(cfg.launch.hardware, "emulated cluster on this machine", True, (level,),
                     cfg.launch.cpu_per_host or 1.0, 0.0, calibration["ps_kappa"],
                     {calibration["workload"]: {"calibration": True, "source": calibration["compute_source"]}},

@@ -18,6 +18,6 @@ and launches it unchanged. A failed benchmark run does not fail its stage: it is
 failed.
 """
 
-from .spec import Study, StudySpec, load_study, study_analysis
+from .spec import Study, StudySpec, load_study, spec_of, study_analysis
 
-__all__ = ["Study", "StudySpec", "load_study", "study_analysis"]
+__all__ = ["Study", "StudySpec", "load_study", "spec_of", "study_analysis"]

@@ -12,7 +12,7 @@ from ..resolve import resolve
 from ..results import load_run, read_json, write_json_atomic
 from .spec import LINK_SHARE, Study, aimed_shares, worker_counts
 
-CALIBRATION_UNSET = ("slow_ranks", "slow_factor", "slow_mode", "step_jitter_s", "link")
+CALIBRATION_UNSET = ("slow_ranks", "slow_factor", "slow_mode", "step_jitter_s", "link", "link_delay")
 """``sets`` of a study that its calibration run leaves out (a straggler needs more than one worker; the calibration
 runs on the hardware profile's own link)."""
 

@@ -7,7 +7,7 @@ from importlib import import_module
 
 from .spec import load_study
 
-ACTIONS = ("prepare", "calibrate", "plan", "run", "analyse", "publish")
+ACTIONS = ("prepare", "calibrate", "plan", "register", "run", "analyse", "publish")
 """The actions, each the module ``bench.study.<action>`` with a ``main(study, args)``."""
 
 
@@ -26,4 +26,6 @@ def add_parser(sub) -> None:
     s.add_argument("--html", action="store_true", help="analyse: also render the notebook as <study>/<notebook>.html")
     s.add_argument("--study", help="study: pipelines/studies/<study>.yaml (default: params.yaml's `study`)")
     s.add_argument("--to", help="publish: the folder to copy the study's tables, figures and system description to")
+    s.add_argument("--force", action="store_true",
+                   help="register: write a new registration over the study's (its earlier runs then carry no verdict)")
     s.set_defaults(func=main)

@@ -78,16 +78,18 @@ def planned_runs(study: Study, algorithm: str) -> list[RunConfig]:
     calibration = (read_calibration(study.layout, "before it is planned (its target or its share<s> link rates)")
                    if aimed_shares(study.spec) else None)
     runs, repeats = [], max_repeats(study)
-    # repeat-major: every point's repeat 0, then every point's repeat 1, ... (run in this order)
-    for k, hardware, n, (tag, sets) in itertools.product(range(repeats), study.hardware, nps,
-                                                         grid_points(algorithm, study.spec)):
+    # repeat-major: every point's repeat 0, then every point's repeat 1, ...; point-major: a point's repeats together
+    points = list(itertools.product(study.hardware, nps, grid_points(algorithm, study.spec)))
+    order = (((k, *p) for k in range(repeats) for p in points) if study.spec.order == "repeat-major"
+             else ((k, *p) for p in points for k in range(repeats)))
+    for k, hardware, n, (tag, sets) in order:
         overrides = {**study.overrides(algorithm, n, hardware), **sets}
         if k >= repeats_of(study, algorithm, n, overrides):
             continue
         cfg = resolve(algorithm, np=n, profile=study.profile, hardware=hardware,
                       overrides=resolve_link(overrides, calibration), study=study.name,
                       tag=repeat_tag(tag, k, repeats), params_file=study.params_file)
-        cfg.train.seed += k  # a repeat changes the initialisation and the shard order; split_seed stays
+        cfg.train.seed += study.spec.seed_offset + k  # a repeat changes the initialisation and the shard order; split_seed stays
         cfg.repeat = k
         runs.append(cfg)
     return runs

@@ -4,23 +4,52 @@ Not a DVC stage: it runs on results DVC already made."""
 
 from __future__ import annotations
 
+import datetime
+import json
 import shutil
 from pathlib import Path
 
 import pandas as pd
 
-from .. import BenchError
+from .. import BenchError, registration
 from ..metrics.selection import key
 from ..results import Run, load_runs
 from .readme import published_readme
-from .spec import Study
+from .spec import Study, load_study
 
 
-def runs_table(runs: list[Run]) -> pd.DataFrame:
-    """runs.csv: every run's key, algorithm, hardware, status (with the reason of a failed one), wall time and commit."""
-    return pd.DataFrame([{"run": key(r), "algorithm": r.label["algorithm"], "hardware": r.label["hardware"],
-                          "status": r.status, "reason": r.summary.get("reason", ""), "wall_s": r.summary.get("wall_s"),
-                          "git_commit": (r.system.get("git") or {}).get("commit")} for r in runs])
+def runs_table(runs: list[Run], registered: dict | None = None) -> pd.DataFrame:
+    """runs.csv: every run's key, algorithm, hardware, status (with the reason of a failed one), wall time, and its
+    provenance: the commit, whether the tree was dirty, its configuration's hash, the registration it ran under, and
+    ``judged``: why a verdict may not use it under the study's registration ``registered`` (empty: it may)."""
+    rows = []
+    for r in runs:
+        git, prov = r.system.get("git") or {}, r.system.get("provenance") or {}
+        rows.append({"run": key(r), "algorithm": r.label["algorithm"], "hardware": r.label["hardware"],
+                     "status": r.status, "reason": r.summary.get("reason", ""), "wall_s": r.summary.get("wall_s"),
+                     "git_commit": git.get("commit"), "dirty": git.get("dirty"), "config_hash": prov.get("config_sha256"),
+                     "registration": ((prov.get("registration") or {}).get("sha256") or "")[:12],
+                     "judged": registration.judged(r.system, registered)})
+    return pd.DataFrame(rows)
+
+
+REFUSED = ("run from a dirty tree", "run without a git record", "run before the registration",
+           "run under another registration")
+"""What makes ``publish`` refuse a registered study (its runs are judged): exploratory cells are published as such."""
+
+
+def check_registered(study: Study, table: pd.DataFrame, registered: dict | None) -> None:
+    """A registered study is published only from runs its registration allows (or exploratory cells, marked so):
+    BenchError naming the runs made from a dirty tree, before the registration, or under another one."""
+    if registered is None:
+        return
+    bad = table[table["judged"].str.startswith(REFUSED)]
+    if not bad.empty:
+        listed = "; ".join(f"{r.run} ({r.judged})" for r in bad.head(5).itertuples())
+        more = f" and {len(bad) - 5} more" if len(bad) > 5 else ""
+        raise BenchError(f"study {study.name!r} is registered ({registered['sha256'][:12]}), but {len(bad)} of its "
+                         f"runs cannot carry its verdicts: {listed}{more}; run them again under the registration, or "
+                         f"remove them")
 
 
 def system_md(study: Study, runs: list[Run]) -> str:
@@ -29,7 +58,9 @@ def system_md(study: Study, runs: list[Run]) -> str:
     lines = [f"# System of study `{study.name}`", "", f"{study.spec.description}", ""]
     seen: set[tuple[str, str]] = set()
     for r in runs:
-        hw, link = r.label["hardware"], ((r.system or {}).get("network") or {}).get("link") or ""
+        net = (r.system or {}).get("network") or {}
+        delay = net.get("link_delay") or "0ms"
+        hw, link = r.label["hardware"], (net.get("link") or "") + (f" +{delay}" if delay != "0ms" else "")
         if (hw, link) in seen or not r.system:
             continue
         seen.add((hw, link))
@@ -46,13 +77,36 @@ def system_md(study: Study, runs: list[Run]) -> str:
     return "\n".join(lines)
 
 
+def _intervals(runs_dir: Path) -> list[tuple[float, float]]:
+    """Every run's (start, end) in seconds since the epoch, sorted: from its system.json's ``created`` (the launcher
+    prepares a job's runs together, so the runs of one job, which run one after the other, are laid end to end from
+    it) and its summary's ``wall_s``; where either is missing, the times of its config.json and summary.json (a copy
+    of the results that kept no file times gives every run the same instant)."""
+    timed, untimed = {}, []
+    for d in sorted(Path(runs_dir).glob("*/*/*")):
+        if not (d.joinpath("config.json").is_file() and d.joinpath("summary.json").is_file()):
+            continue
+        try:
+            system = json.loads(d.joinpath("system.json").read_text())
+            wall = float(json.loads(d.joinpath("summary.json").read_text())["wall_s"])
+            created = datetime.datetime.strptime(system["created"], "%Y-%m-%dT%H:%M:%S%z").timestamp()
+            timed.setdefault(created, []).append(wall)
+        except (OSError, ValueError, KeyError, TypeError):
+            untimed.append((d.joinpath("config.json").stat().st_mtime, d.joinpath("summary.json").stat().st_mtime))
+    out = list(untimed)
+    for created, walls in timed.items():
+        start = created
+        for wall in walls:
+            out.append((start, start + wall))
+            start += wall
+    return sorted(out)
+
+
 def run_times(runs_dir: Path) -> tuple[float, float]:
-    """(span, busy) in seconds: from the first run's start (its config.json written by the launcher) to the last
-    run's end (its summary.json), and the time covered by at least one run (the union of the runs' start-to-end
-    intervals: a pause between runs, or a run redone later, does not count). NaN without runs."""
-    intervals = sorted((d.joinpath("config.json").stat().st_mtime, d.joinpath("summary.json").stat().st_mtime)
-                       for d in Path(runs_dir).glob("*/*/*")
-                       if d.joinpath("config.json").is_file() and d.joinpath("summary.json").is_file())
+    """(span, busy) in seconds: from the first run's start to the last run's end (:func:`_intervals`), and the time
+    covered by at least one run (the union of the runs' start-to-end intervals: a pause between runs, or a run redone
+    later, does not count). NaN without runs."""
+    intervals = _intervals(runs_dir)
     if not intervals:
         return float("nan"), float("nan")
     busy, (start, end) = 0.0, intervals[0]
@@ -71,6 +125,15 @@ def publish(study: Study, dest: Path) -> list[Path]:
     if not layout.tables.is_dir():
         raise BenchError(f"{layout.tables} does not exist: run the study's analysis first (dvc repro)")
     dest = Path(dest)
+    runs = load_runs(layout.runs)
+    tables, claims = [], []
+    for s in [study, *(load_study(c) for c in study.spec.companions)]:  # this study, then its other workloads
+        registered = registration.load(s.name)
+        tables.append(runs_table(runs if s is study else load_runs(s.layout.runs), registered).assign(study=s.name))
+        check_registered(s, tables[-1], registered)  # before anything is written
+        if (s.layout.tables / "claims.csv").is_file():
+            claims.append(pd.read_csv(s.layout.tables / "claims.csv"))
+    table = pd.concat(tables, ignore_index=True)
     copies = [(f, dest / sub / f.name) for sub, pattern in (("tables", "*.csv"), ("metrics", "*.json"))
               for f in sorted((layout.dir / sub).glob(pattern))]
     copies += [(f, dest / "figures" / f.parent.name / f.name) for f in sorted(layout.dir.glob("figures/*/*.png"))]
@@ -80,8 +143,8 @@ def publish(study: Study, dest: Path) -> list[Path]:
     for src, dst in copies:
         dst.parent.mkdir(parents=True, exist_ok=True)
         written.append(Path(shutil.copyfile(src, dst)))
-    runs = load_runs(layout.runs)
-    table = runs_table(runs)
+    if len(claims) > 1:  # one row per claim and workload, this study's and its companions'
+        pd.concat(claims, ignore_index=True).to_csv(dest / "tables" / "claims.csv", index=False)
     table.to_csv(dest / "runs.csv", index=False)
     (dest / "system.md").write_text(system_md(study, runs))
     (dest / "README.md").write_text(published_readme(study, dest, table, *run_times(layout.runs)))

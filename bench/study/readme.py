@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..metrics.report import claims_lines, interval_text, md_table
+from ..metrics.stats import INTERVAL
 from .spec import Study
 
 FIGURES = {
@@ -34,9 +35,14 @@ FIGURES = {
 }
 """What each published figure shows (the README's list; a figure not named here is listed without a caption)."""
 
+NO_LATENCY = ("- **No latency** in this study's links (link_delay 0: a host-to-host round trip of about 0.01-0.07 "
+              "ms): methods that send many small messages (gossip, parameter servers) would lose ground on a network "
+              "with latency; the emulated cluster can delay its links (`--set link_delay=...`, docs/wan.md).")
+"""The first limit of a study whose runs had no link delay."""
+LATENCY = ("- **Latency is a user-space delay line** per host (NFQUEUE; `docs/results/link/`: round trips within 10 % "
+           "+ 0.1 ms of 2 x link_delay, rates held): no loss, no reordering and no jitter beyond the machine's own.")
+"""The first limit of a study whose runs had a link delay."""
 LIMITS = [
-    "- **Latency is not emulated**, only bandwidth (token-bucket shaping; this kernel has no netem): methods that send "
-    "many small messages (gossip, parameter servers) would lose ground on a real high-latency network.",
     "- **Scaled-down hosts**: every emulated host (the parameter server's included) runs inside a fixed share of one "
     "core of a 2-core VM, its communication threads included; real hosts have whole machines, so the compute and the "
     "per-message costs here are not a cluster's, and the communication share of the fastest link has a floor set by "
@@ -60,7 +66,7 @@ def speedup_lines(dest: Path) -> list[str]:
     if sm.empty:
         return []
     sm["point"] = sm["point"].fillna("").astype(str)
-    sp = sm[sm["metric"] == "speedup"].dropna(subset=["median"])
+    sp = sm[sm["metric"] == "speedup"].dropna(subset=["mean"])
     if not (sp["np"] > 1).any():
         return []
     ns = sorted(sp["np"].unique())
@@ -70,17 +76,17 @@ def speedup_lines(dest: Path) -> list[str]:
         by_n = g.set_index("np")
         row = {"grid point": pt or "(none)", "algorithm": algo, "repeats": int(g["n"].min())}
         for n in ns:
-            row[f"S({n})"] = (interval_text(by_n.at[n, "median"], by_n.at[n, "ci_low"], by_n.at[n, "ci_high"])
+            row[f"S({n})"] = (interval_text(by_n.at[n, "mean"], by_n.at[n, "ci_low"], by_n.at[n, "ci_high"])
                               if n in by_n.index else "")
         top = int(g["np"].max())
         e = eff.loc[(pt, algo, top)] if (pt, algo, top) in eff.index else None
-        row["S(n)/n at the largest n"] = (f"{interval_text(e['median'], e['ci_low'], e['ci_high'])} (n = {top})"
+        row["S(n)/n at the largest n"] = (f"{interval_text(e['mean'], e['ci_low'], e['ci_high'])} (n = {top})"
                                           if e is not None else "")
         rows.append(row)
     table = pd.DataFrame(rows)
     return ["", "## Speedup over n (`tables/speedup_summary.csv`, `figures/speedup/speedup_over_n.png`)", "",
             "S(n) = throughput at n workers / throughput at one worker (the algorithm's own, else `sync`'s; paired on "
-            "the repeat and the grid point), median [95 % bootstrap interval of the median] over the repeats; a "
+            "the repeat and the grid point), geometric mean [95 % t-interval] over the repeats; a "
             "method at one worker is plain SGD, so S(1) is `sync`'s. Throughput measures hardware efficiency only: "
             "what each sample is worth to the model is in the time-to-target figures.", ""] + \
         md_table(table, list(table.columns))
@@ -88,7 +94,7 @@ def speedup_lines(dest: Path) -> list[str]:
 
 def te_lines(dest: Path) -> list[str]:
     """The README's temporal-efficiency section, from ``tables/te_grid.csv`` and ``metrics/temporal_efficiency.json``:
-    E(a, b) per hardware, workers and hyperparameter value, median [95 % interval] over the seeds and the winner; none
+    E(a, b) per hardware, workers and hyperparameter value, geometric mean [95 % t-interval] over the seeds and the winner; none
     where no configuration ran both algorithms."""
     grid, metrics = _csv(dest / "tables" / "te_grid.csv"), dest / "metrics" / "temporal_efficiency.json"
     if grid.empty or not metrics.is_file() or grid["E"].isna().all():
@@ -99,16 +105,41 @@ def te_lines(dest: Path) -> list[str]:
     grid["E [95 % interval]"] = [interval_text(e, lo, hi) for e, lo, hi in zip(grid["E"], grid["ci_low"], grid["ci_high"])]
     return ["", f"## Temporal efficiency E({a}, {b}) (`tables/te_grid.csv`, `figures/temporal_efficiency/te_grid.png`)",
             "", f"E = the area under {a}'s training-accuracy curve over wall-clock time / {b}'s, up to the shorter run's "
-                f"end (Hermans 2017; > 1: {a} learns sooner), per seed, then the median over the seeds with its 95 % "
-                f"bootstrap interval; the winner is named only where the interval excludes 1.", ""] + \
+                f"end (Hermans 2017; > 1: {a} learns sooner), per seed, then the geometric mean over the seeds with its 95 % "
+                f"t-interval; the winner is named only where the interval excludes 1.", ""] + \
         md_table(grid, ["hardware", "np", param, "E [95 % interval]", "n", "winner"])
 
 
 def _time_text(span_s: float, busy_s: float) -> str:
     if math.isfinite(busy_s) and busy_s < span_s - 60:
-        return (f"**{busy_s / 60:.0f} min** (the time covered by at least one run; {span_s / 60:.0f} min from the first "
-                f"start to the last end)")
+        return (f"**{busy_s / 60:.0f} min** (the time covered by at least one run, each run's own wall time from its "
+                f"launch record, a job's start-up not counted; {span_s / 60:.0f} min from the first start to the last "
+                f"end)")
     return f"**{span_s / 60:.0f} min** from the first start to the last end" if math.isfinite(span_s) else "an unknown time"
+
+
+def provenance_lines(runs: pd.DataFrame) -> list[str]:
+    """Registration and provenance, from runs.csv: under which registration the runs ran, how many a verdict may use
+    and why the others may not, the interval every verdict uses."""
+    if runs.empty or "judged" not in runs:
+        return []
+    regs = sorted({r for r in runs["registration"].fillna("").astype(str) if r})
+    why = runs.loc[runs["judged"].fillna("") != "", "judged"].value_counts()
+    dirty = int((runs["dirty"] == True).sum())  # noqa: E712 (a column of True / False / None)
+    lines = ["", "## Registration and provenance (`runs.csv`)", "",
+             (f"The runs ran under registration{'s' if len(regs) > 1 else ''} {', '.join(f'`{r}`' for r in regs)} "
+              f"(`pipelines/registrations/`: the claims' rules, cells, seeds and metrics, committed before the first "
+              f"judged run)" if regs else "The study has no registration: its verdicts are exploratory")
+             + f"; {int((runs['judged'].fillna('') == '').sum())} of {len(runs)} runs may carry a verdict, "
+             f"{dirty} ran from a dirty tree. Every run records its commit, whether the tree was dirty, the hash of "
+             f"its configuration and its registration; intervals are {INTERVAL}."]
+    return lines + ([""] + [f"- {n} run(s): {w}" for w, n in why.items()] if len(why) else [])
+
+
+def _delayed(dest: Path) -> bool:
+    """Whether any of the study's links had a delay (``tables/links.csv``'s ``link_delay``; absent: none)."""
+    lk = _csv(dest / "tables" / "links.csv")
+    return "link_delay" in lk and bool((lk["link_delay"].fillna("0ms").astype(str) != "0ms").any())
 
 
 def _links_lines(dest: Path, calibrated: bool) -> list[str]:
@@ -121,7 +152,8 @@ def _links_lines(dest: Path, calibrated: bool) -> list[str]:
                "bytes a step, bandwidth only) " if calibrated else
                "the share aimed for (none: the rates are fixed in the study's file) ")
             + "and the share measured in `sync`'s runs without a straggler ((communication + wait) / step over the "
-              "timed steps).", ""] + md_table(lk, ["link", "share_aimed", "np", "median", "ci_low", "ci_high", "n"])
+              "timed steps).", ""] + md_table(lk, [c for c in ["link", "link_delay", "share_aimed", "np", "mean", "ci_low", "ci_high", "n"]
+                           if c in lk])
 
 
 def _noise_lines(dest: Path) -> list[str]:
@@ -129,7 +161,7 @@ def _noise_lines(dest: Path) -> list[str]:
     if sm.empty:
         return []
     tp = sm[(sm["metric"] == "throughput") & (sm["n"] >= 3)]
-    width = ((tp["ci_high"] - tp["ci_low"]) / tp["median"]).dropna()
+    width = ((tp["ci_high"] - tp["ci_low"]) / tp["mean"]).dropna()
     if not len(width):
         return []
     return ["", "## Run-to-run noise", "",
@@ -155,6 +187,7 @@ def published_readme(study: Study, dest: Path, runs: pd.DataFrame, span_s: float
                 else "; the study has no calibration run (its links and target are fixed in the study's file).")]
     if (dest / "NOTES.md").is_file():
         lines += ["", "What surprised us, and why: [NOTES.md](NOTES.md)."]
+    lines += provenance_lines(runs)
     claims = claims_lines(_csv(dest / "tables" / "claims.csv"))
     if claims:
         lines += ["", "## The seed papers' claims (`tables/claims.csv`)", "", *claims]
@@ -163,5 +196,6 @@ def published_readme(study: Study, dest: Path, runs: pd.DataFrame, span_s: float
     if figures:
         lines += ["", "## Figures", ""]
         lines += [f"- `figures/{f}`" + (f": {FIGURES[f]}" if f in FIGURES else "") for f in figures]
-    lines += ["", "## What these results cannot show", "", *LIMITS, ""]
+    delayed = _delayed(dest)
+    lines += ["", "## What these results cannot show", "", LATENCY if delayed else NO_LATENCY, *LIMITS, ""]
     return "\n".join(lines)

@@ -75,7 +75,7 @@ class StudySpec:
     repeats: int = 1
     """Runs of every planned point, each with its own model initialisation and shard order (``seed`` + k for repeat
     k; the train/held-out split, ``split_seed``, stays fixed). With more than one, run names end ``r<k>`` and every
-    aggregate is per cell over the repeats (median, olympic mean, 95 % bootstrap interval; bench.metrics.stats)."""
+    aggregate is per cell over the repeats (median, olympic mean, mean with its 95 % t-interval; bench.metrics.stats)."""
     target_accuracy: float | None = None
     """Held-out accuracy whose time-to-reach the convergence and regimes notebooks report; None: derived,
     ``target_fraction`` x the final held-out accuracy of the study's calibration run (sync, np 1:
@@ -90,6 +90,22 @@ class StudySpec:
     when absent) at a listed worker count (any when absent) whose overrides, grid point included, give each ``sets``
     key one of its values (e.g. ``{link: [share0.5], slow_factor: [1.0]}``) has k repeats, 0 leaving that part of the
     grid out; of the entries that match, the last one wins."""
+    order: Literal["repeat-major", "point-major"] = "repeat-major"
+    """The order of a study's runs: ``repeat-major`` (every point's repeat 0, then repeat 1, ...: slow drift of the
+    machine spreads over the points) or ``point-major`` (a point's repeats one after the other, so that they share one
+    horovodrun job and its 10-25 s start-up: for studies of many repeats on few points)."""
+    claims: list[str] | Literal["all"] = "all"
+    """The seed claims the study tests, by name (``bench.metrics.claims.RULES``; ``all``: those of the first regimes
+    study); ``python -m bench study register`` copies their rules into the study's registration."""
+    seed_offset: int = 0
+    """Added to every run's seed (repeat k runs ``seed + seed_offset + k``): a test keeps clear of the seeds its
+    learning rates were tuned on (``tuned_by``)."""
+    tuned_by: list[str] = field(default_factory=list)
+    """Studies whose runs chose this study's hyperparameters: ``register`` refuses a study whose seeds overlap
+    theirs (tuning uses seeds the test never uses)."""
+    companions: list[str] = field(default_factory=list)
+    """Studies of the same claims on other workloads, published with this one (``publish``: their claims beside
+    this study's, one row per claim and workload)."""
 
 
 @dataclass
@@ -187,6 +203,11 @@ def load_study(name: str | None = None, params_file: Path | None = None) -> Stud
         if not 0 < share < 1:
             raise BenchError(f"study {name!r}: link 'share{share:g}' aims at a communication share outside (0, 1); "
                              f"valid: share0.1 ... share0.9")
+    for key in ("tuned_by", "companions"):
+        bad = sorted(set(getattr(spec, key)) - set(study_names(params_file)) | ({name} & set(getattr(spec, key))))
+        if bad:
+            raise BenchError(f"study {name!r}: {key} names {', '.join(bad)}, which is no other study; valid: "
+                             f"{', '.join(n for n in study_names(params_file) if n != name)}")
     return study
 
 
@@ -230,6 +251,14 @@ def read_calibration(layout: StudyLayout, needed_for: str = "") -> dict | None:
         raise BenchError(f"study {layout.study!r} needs its calibration ({path}) {needed_for}: run "
                          f"`python -m bench study calibrate` (or `dvc repro calibrate`)")
     return None
+
+
+def spec_of(name: str) -> StudySpec:
+    """The spec of study ``name``, or the defaults for a study without a file (e.g. ``adhoc``, a test's)."""
+    try:
+        return load_study(name).spec
+    except BenchError:
+        return StudySpec()
 
 
 def study_analysis(name: str, target_accuracy: float | None = None, budget_s: float | None = None,

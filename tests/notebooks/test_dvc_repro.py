@@ -61,7 +61,8 @@ def test_dvc_repro_smoke_study_then_noop_then_one_algorithm(tmp_path):
     assert len(ttt) == 1 and int(ttt["n"].iloc[0]) <= informative
     assert set(paired["outcome"]) <= {"faster", "slower", "inconclusive"}
     claims = pd.read_csv(study / "tables" / "claims.csv")
-    assert list(claims.columns[1:8]) == ["claim", "effect", "ci_low", "ci_high", "n", "rule", "verdict"]
+    assert list(claims.columns[1:12]) == ["claim", "quote", "workload", "effect", "ci_low", "ci_high", "interval_method",
+                                          "n", "rule", "registration", "verdict"]
     assert set(claims["verdict"]) == {"not testable here"}  # sync and ddp only: no claim has its cells here
     speedup = pd.read_csv(study / "tables" / "speedup_summary.csv")
     assert {"ci_low", "ci_high", "n"} <= set(speedup.columns)

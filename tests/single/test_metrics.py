@@ -257,12 +257,15 @@ def test_te_grid_pairs_each_lambda_by_seed_and_calls_a_winner_only_outside_the_i
 
     runs = [at("agn", k, 0.5, lam) for lam in (1, 4) for k in range(3)]
     runs += [at("aeasgd", k, acc, 1) for k, acc in enumerate((0.25, 0.5, 0.125))]  # E 2, 1, 4: the interval holds 1
-    runs += [at("aeasgd", k, acc, 4) for k, acc in enumerate((0.25, 0.25, 0.125))]  # E 2, 2, 4: above 1
+    runs += [at("aeasgd", k, acc, 4) for k, acc in enumerate((0.25, 0.2, 0.5 / 3))]  # E 2, 2.5, 3: above 1
     runs.append(at("aeasgd", 3, 0.5, 4))  # no agn partner of the same seed: left out
     grid = te_grid(runs, "agn", "aeasgd", "communication_window").set_index("communication_window")
+    # E is the geometric mean over the seeds, its interval the t-interval of the mean log E (t(2) = 4.303)
     assert grid.loc[1, "E"] == pytest.approx(2.0) and grid.loc[1, "n"] == 3
-    assert grid.loc[1, "ci_low"] == pytest.approx(1.0) and grid.loc[1, "winner"] == "inconclusive"
-    assert grid.loc[4, "E"] == pytest.approx(2.0) and grid.loc[4, "n"] == 3
+    logs = np.log([2.0, 1.0, 4.0])
+    low = np.exp(logs.mean() - 4.302653 * logs.std(ddof=1) / np.sqrt(3))
+    assert grid.loc[1, "ci_low"] == pytest.approx(low, rel=1e-5) and grid.loc[1, "winner"] == "inconclusive"
+    assert grid.loc[4, "E"] == pytest.approx((2 * 2.5 * 3) ** (1 / 3)) and grid.loc[4, "n"] == 3
     assert grid.loc[4, "ci_low"] > 1.0 and grid.loc[4, "winner"] == "agn"
     from bench.study.readme import te_lines
 
@@ -274,8 +277,8 @@ def test_te_grid_pairs_each_lambda_by_seed_and_calls_a_winner_only_outside_the_i
     (tmp_path / "metrics" / "temporal_efficiency.json").write_text('{"grid": {"a": "agn", "b": "aeasgd"}}')
     lines = te_lines(tmp_path)
     assert lines[1].startswith("## Temporal efficiency E(agn, aeasgd)")
-    assert "| local | 2 | 1 | 2.00 [1.00, 4.00] | 3 | inconclusive |" in lines
-    assert any(line.startswith("| local | 2 | 4 | 2.00 [") and line.endswith("| 3 | agn |") for line in lines)
+    assert "| local | 2 | 1 | 2.00 [0.36, 11.19] | 3 | inconclusive |" in lines
+    assert any(line.startswith("| local | 2 | 4 | 2.47 [") and line.endswith("| 3 | agn |") for line in lines)
     one = te_grid([at("agn", 0, 0.25, 1), at("aeasgd", 0, 0.5, 1)], "agn", "aeasgd", "communication_window")
     assert one["E"].tolist() == pytest.approx([0.5]) and one["winner"].tolist() == ["aeasgd"]  # one seed: E's side
     assert math.isnan(one["ci_low"].iloc[0])
@@ -291,3 +294,13 @@ def test_configuration_keys_drop_the_repeat_and_families_come_from_the_registry(
     assert set(frame_points(df)) == {"downpour-np2@local", "sync-np2@local"}
     assert (family("downpour"), family("sgp"), family("lasgd")) == ("parameter-server", "decentralised", "allreduce")
     assert family("no-such-algorithm") == "other"
+
+
+def test_temporal_efficiency_up_to_the_slower_runs_time_to_target_is_not_drowned_by_the_plateau():
+    """a reaches the plateau 0.9 at t = 2 s, b at t = 8 s, both train on to 100 s: over the whole span E is near 1
+    (the plateau dominates); up to b's time to the target, where they differ, a is clearly better."""
+    t = np.arange(0.0, 100.0, 0.1)
+    a, b = np.minimum(0.9, 0.45 * t), np.minimum(0.9, 0.1125 * t)
+    whole = temporal_efficiency(t, a, t, b, window=0.5, stride=0.1)
+    early = temporal_efficiency(t, a, t, b, window=0.5, stride=0.1, horizon=8.0)
+    assert whole < 1.05 and early > 1.5

@@ -124,7 +124,7 @@ def test_one_emulated_worker_runs_at_the_calibration_runs_mean_step():
     cal = hardware.load_calibration()
     cfg = resolve("sync", np=1, profile="regimes", hardware="emu", check=False)
     p = Model(cal).predict(cfg, *hardware.for_config(cfg, cal))
-    study = json.loads((REPO / "docs/results/regimes/calibration.json").read_text())
+    study = json.loads((REPO / "docs/results/regimes-v1/calibration.json").read_text())
     assert p.step_s == pytest.approx(study["compute_s_per_step"], rel=0.03)
 
 
@@ -184,3 +184,26 @@ def test_cli_bad_input_is_one_line_and_exit_2(args, fragment, capsys):
     assert main(["predict", *args]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and err.startswith("error: ") and fragment in err
+
+
+def test_a_link_delay_adds_its_hops_to_the_step_and_an_unplanned_study_cannot_be_forecast(tmp_path):
+    """The model's one-way link delay: a ring allreduce waits 2(n-1) hops a step, so sync at 4 workers slows by
+    up to 6 x the delay; gossip (one peer) by about one. A study is forecast from its plan, before it runs."""
+    from bench.predict import hardware
+    from bench.predict.forecast import planned
+    from bench.predict.model import Model
+    from bench.predict.query import resolve_run
+
+    cal = hardware.load_calibration()
+    step = {}
+    for delay in ("0ms", "25ms"):
+        for algo in ("sync", "sgp"):
+            cfg, _ = resolve_run(algo, 4, "emu", None, {"link_delay": delay})
+            step[algo, delay] = Model(cal).predict(cfg, *hardware.for_config(cfg, cal)).step_s
+    # at most the 6 hops (a host whose quota was not used while it waited computes the next step faster), at least 4
+    assert 4 * 0.025 < step["sync", "25ms"] - step["sync", "0ms"] <= 6 * 0.025 + 1e-9
+    assert step["sgp", "25ms"] - step["sgp", "0ms"] < 2 * 0.025
+    assert planned("laptop", cal, root=tmp_path).empty
+    proc = bench_cli("predict", "--forecast-study", "no-plan-here", "--out", str(tmp_path / "f.csv"))
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1 and "has no plan" in proc.stderr
+    assert not (tmp_path / "f.csv").exists()

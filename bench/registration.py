@@ -1,0 +1,81 @@
+"""A study's registration: what was committed before its first judged run, and what each run records of it.
+
+``python -m bench study register --study S`` (:mod:`bench.study.register`) writes
+``pipelines/registrations/<S>.json``: the claims' rules (with the sentence of the paper each tests), the cells (every
+planned run with the SHA-256 of its ``config.json`` and its seed), the seeds, the metrics and the target, and the
+commit of the code. Committing that file is the registration; its SHA-256 names it.
+
+Every run records, in ``system.json`` ``provenance`` (:func:`provenance`, written by the launcher before the job
+starts): the SHA-256 of its ``config.json``, and the registration of its study as it was then (the file's SHA-256
+and whether git had it committed and unmodified), beside ``git`` (the commit and whether the tracked tree was dirty).
+:func:`judged` says of one run whether a verdict may use it, and why not (made before the registration, under another
+one, from a dirty tree, or a cell the registration does not list: exploratory).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+from pathlib import Path
+
+from .layout import REPO_ROOT
+
+def path(study: str, root: Path = REPO_ROOT) -> Path:
+    """Where a study's registration lives (committed, one JSON file per study)."""
+    return Path(root) / "pipelines" / "registrations" / f"{study}.json"
+
+
+def sha256(file: Path) -> str:
+    return hashlib.sha256(Path(file).read_bytes()).hexdigest()
+
+
+def _git(*args: str, root: Path = REPO_ROOT) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=30)
+
+
+def committed(file: Path, root: Path = REPO_ROOT) -> bool:
+    """Whether git tracks ``file`` and it is unchanged from HEAD (staged or not)."""
+    rel = str(Path(file).resolve().relative_to(Path(root).resolve()))
+    try:
+        tracked = _git("ls-files", "--error-unmatch", rel, root=root).returncode == 0
+        return tracked and _git("diff", "--quiet", "HEAD", "--", rel, root=root).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def load(study: str, root: Path = REPO_ROOT) -> dict | None:
+    """The study's registration (with its ``sha256``), or None where it has none."""
+    p = path(study, root)
+    if not p.is_file():
+        return None
+    return {**json.loads(p.read_text()), "sha256": sha256(p)}
+
+
+def provenance(study: str, config_path: Path, root: Path = REPO_ROOT) -> dict:
+    """What ``system.json`` records of a run's provenance beside ``git``: its configuration's SHA-256 and its study's
+    registration at launch (None: the study has none)."""
+    p = path(study, root)
+    reg = {"file": str(p.relative_to(root)), "sha256": sha256(p), "committed": committed(p, root)} if p.is_file() else None
+    return {"config_sha256": sha256(config_path), "registration": reg}
+
+
+def judged(system: dict, registration: dict | None) -> str:
+    """Why a run may not carry a verdict under ``registration`` (:func:`load`), or ``""`` where it may: never from a
+    dirty tree, nor before the registration was committed, nor under another registration; a cell the registration
+    does not list is ``exploratory``."""
+    prov = system.get("provenance") or {}
+    reg = prov.get("registration") or {}
+    if registration is None:
+        return "the study has no registration"
+    if (system.get("git") or {}).get("dirty") is not False:
+        return "run from a dirty tree" if (system.get("git") or {}).get("dirty") else "run without a git record"
+    if not reg:
+        return "run before the registration"
+    if reg.get("sha256") != registration["sha256"]:
+        return f"run under another registration ({str(reg.get('sha256'))[:12]})"
+    if not reg.get("committed"):
+        return "run before the registration was committed"
+    if prov.get("config_sha256") not in {c["config_sha256"] for c in registration.get("cells", [])}:
+        return "exploratory: a cell the registration does not list"
+    return ""
