@@ -121,6 +121,10 @@ def distributed_loop(kind: str, cfg) -> dict | None:
             opt.step()
             step += 1
             steps.append((comm.rank, time.time() - t0, len(y), step <= train.warmup_steps))
+    # DDP's reducer holds the process group: freed after destroy_process_group, the group's last reference went
+    # with it and ~ProcessGroupGloo hung joining gloo's threads (seen once, rank 1, 2026-11-25); freed while the
+    # group is alive, as the worker frees its run before comm.shutdown()
+    del net
     gathered = comm.allgather_object(steps)  # comm: every rank's step times on every rank
     comm.shutdown()
     return {"throughput": window([s for rank in gathered for s in rank]), "steps": step} if comm.rank == 0 else None
