@@ -1,4 +1,4 @@
-"""Where a run's processes go: how many there are, which emulated hosts they occupy with which CPU share, and the
+"""Where a run's processes go: how many there are, what they start (Horovod or torch.distributed alone), which emulated hosts they occupy with which CPU share, and the
 emulated cluster made ready for them and held while they run.
 
 Below the resolver (which checks a run's hosts and shares with :func:`emulated_hosts_used` and
@@ -22,6 +22,14 @@ from .config import RunConfig
 def processes(cfg: RunConfig) -> int:
     """Processes horovodrun starts: the workers plus the algorithm's server ranks."""
     return cfg.launch.np + get_algorithm(cfg.algorithm).server_ranks(cfg.params, cfg.launch.np)
+
+
+def runtime(cfg: RunConfig) -> str:
+    """What the run's processes start: ``torch`` (torch.distributed alone, no ``hvd.init()``) when its algorithm
+    communicates only through torch.distributed (``Algorithm.runtime``) and horovodrun's gloo rendezvous can open
+    it (controller ``gloo``); else ``horovod``. Runs of one job start the same runtime (the launcher's ``same_job``)."""
+    wants = get_algorithm(cfg.algorithm).runtime
+    return "torch" if wants == "torch" and cfg.launch.controller == "gloo" else "horovod"
 
 
 def emulated_hosts_used(cfg: RunConfig) -> int:

@@ -5,8 +5,9 @@ first: the dataclass defaults (:mod:`bench.config`, each algorithm's ``Params``)
 profile of params.yaml, params.yaml's ``algorithms:`` section, the profile's own ``algorithms:``,
 the hardware profile (``pipelines/hardware/<id>.yaml``, launch settings only), then ``--set``.
 A ``--set`` key names one field of exactly one section (train, launch or the algorithm's
-``Params``; the names are disjoint, which a test checks); ``--set horovod.KEY=VALUE`` sets one
-Horovod setting (:class:`bench.config.HorovodSettings`) on top of the hardware profile's ``horovod:`` block. Every error is a
+``Params``; the names are disjoint, which a test checks); Horovod's settings (:class:`bench.config.HorovodSettings`):
+the hardware profile's ``horovod:`` block, then the training profile's (the workload's, key by key), then
+``--set horovod={...}`` (the whole block) and ``--set horovod.KEY=VALUE`` (one setting). Every error is a
 :class:`bench.BenchError` raised before anything is written or launched.
 
 ``config.json`` (what the plan and ``--prepare-only`` write) is read back by :func:`load_config`:
@@ -276,7 +277,11 @@ def resolve(algorithm: str, *, np: int | None = None, profile: str | None = None
     algo_values = dict(_section(where, _section(where, params.get("algorithms"), "algorithms").get(algorithm),
                                 f"algorithms.{algorithm}"))
     algo_values.update(_section(where, profile_algos.get(algorithm), f"profile {profile!r}'s algorithms.{algorithm}"))
+    workload_horovod = _section(where, train_values.pop("horovod", None), f"profile {profile!r}'s horovod")
     sections = {"train": train_values, "launch": load_hardware(hardware or "local", params_file), "params": algo_values}
+    hw_horovod = sections["launch"].get("horovod")
+    if workload_horovod and isinstance(hw_horovod, dict | None):  # the workload's on top of the hardware's, under --set
+        sections["launch"]["horovod"] = {**(hw_horovod or {}), **workload_horovod}
     keys = {"train": set(field_types(TrainConfig)), "launch": set(field_types(LaunchConfig)),
             "params": set(field_types(algo.Params))}
     overrides = dict(overrides or {})

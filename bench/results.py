@@ -151,9 +151,9 @@ class JsonlWriter:
     """Append-only record file, one JSON object per line.
 
     ``flush_s=0``: every line is flushed as it is written. ``flush_s > 0`` (the per-step records, written
-    every training step): lines are kept and written together at most every ``flush_s`` seconds, at the
-    first line, and at :meth:`flush` / :meth:`close`, so a step pays for a line in memory, not a system call
-    (a process killed outright loses at most ``flush_s`` of records)."""
+    every training step): records are kept, then encoded and written together at most every ``flush_s`` seconds,
+    at the first line, and at :meth:`flush` / :meth:`close`, so a step pays for a reference in memory, not for
+    encoding a line or a system call (a process killed outright loses at most ``flush_s`` of records)."""
 
     def __init__(self, path: str | Path, exclusive: bool = False, flush_s: float = 0.0):
         self.path = Path(path)
@@ -166,14 +166,17 @@ class JsonlWriter:
             raise FileExistsError(f"{self.path} already exists: this run directory already holds results; "
                                   f"prepare a new one (python -m bench run ... --prepare-only --out NEW_DIR)") from None
 
-    def write(self, record: dict) -> None:
-        self.pending.append(record_line(record))
+    def write(self, record: dict | StepRecord) -> None:
+        """Keep ``record`` (a mapping, or a :class:`StepRecord`) for the next flush, which encodes it: a step pays for
+        keeping a reference, the encoding runs once a second for every record since the last flush, so the caller
+        must not change a record once written."""
+        self.pending.append(record)
         if time.monotonic() >= self.next_flush:
             self.flush()
 
     def flush(self) -> None:
         if self.pending:
-            self.f.write("".join(self.pending))
+            self.f.write("".join(record_line(r.line() if isinstance(r, StepRecord) else r) for r in self.pending))
             self.pending.clear()
         self.f.flush()
         self.next_flush = time.monotonic() + self.flush_s

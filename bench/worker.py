@@ -41,13 +41,14 @@ import torch
 from . import __version__
 from .algorithms import get_algorithm
 from .algorithms.base import Context
-from .comm import Comm
+from .comm import CommBase, open_comm
 from .data import Shard, load_dataset
 from .metrics.throughput import window_throughput
 from .inject import Faults, Straggler
 from .launch.lock import check_ours, still_ours
 from .models import build_model, make_optimizer
-from .progress import step_bar
+from .placement import runtime
+from .progress import step_progress
 from .resolve import load_config
 from .results import JsonlWriter, StepRecord, mark_failed, read_json, write_json_atomic, write_summary
 from .timing import StepTimer, ThreadCpu, device_sync
@@ -80,7 +81,7 @@ def evaluate(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, device, b
     return loss_sum / y.numel(), correct / y.numel()
 
 
-def pick_device(want: str, comm: Comm) -> torch.device:
+def pick_device(want: str, comm: CommBase) -> torch.device:
     if want == "cuda" or (want == "auto" and torch.cuda.is_available()):
         if not torch.cuda.is_available():
             raise RuntimeError("device 'cuda' requested but torch.cuda.is_available() is False")
@@ -91,7 +92,7 @@ def pick_device(want: str, comm: Comm) -> torch.device:
 
 
 class Worker:
-    def __init__(self, cfg, run_dir: Path, comm: Comm):
+    def __init__(self, cfg, run_dir: Path, comm: CommBase):
         self.cfg, self.run_dir, self.comm = cfg, run_dir, comm
         train = cfg.train
         torch.set_num_threads(train.threads)
@@ -146,7 +147,8 @@ class Worker:
     def _steps(self, writer: JsonlWriter) -> list[StepTiming]:
         train = self.cfg.train
         timer = self.ctx.timer
-        bar = step_bar(self.cfg, self.total_steps, self.comm.rank)
+        progress = step_progress(self.cfg, self.total_steps, self.comm.rank)
+        device, on_cpu = self.device, self.device.type == "cpu"  # a CPU batch is already where it must be
         timing: list[StepTiming] = []
         step = 0
         for epoch in range(train.epochs):
@@ -154,12 +156,13 @@ class Worker:
                 if step >= self.total_steps:
                     break
                 self.faults.before_step(self.comm.rank, step, self.run_dir.name)
-                x, y = x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
+                if not on_cpu:
+                    x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
                 timer.take()
-                device_sync(self.device)
+                device_sync(device)
                 t_start = time.perf_counter()
                 stats = self.algo.step(x, y)
-                device_sync(self.device)
+                device_sync(device)
                 split = timer.take()
                 injected = self.straggler.delay(time.perf_counter() - t_start - split["comm"] - split["wait"])
                 step_s = time.perf_counter() - t_start
@@ -171,14 +174,13 @@ class Worker:
                                         accuracy=stats.correct / y.numel(), step_s=step_s,
                                         compute_s=max(step_s - split["comm"] - split["wait"], 0.0),
                                         comm_s=split["comm"], wait_s=split["wait"], injected_s=injected,
-                                        staleness=stats.staleness, bytes_sent=stats.bytes_sent, warmup=warm).line())
-                if bar is not None:
-                    bar.update(1)
-                    bar.set_postfix(loss=f"{stats.loss:.3f}", refresh=False)
+                                        staleness=stats.staleness, bytes_sent=stats.bytes_sent, warmup=warm))
+                if progress is not None:
+                    progress.step(step, end, stats.loss)
                 if train.eval_every and step % train.eval_every == 0 and step < self.total_steps:
                     self.keep_snapshot(step)
-        if bar is not None:
-            bar.close()
+        if progress is not None:
+            progress.close(step)
         return timing
 
     def evaluate_snapshots(self) -> dict | None:
@@ -227,7 +229,8 @@ class Worker:
         eval_s = time.time() - eval0
         mine = {"rank": comm.rank, "host": os.environ.get("HOROVOD_HOSTNAME") or os.uname().nodename,
                 "worker": not self.algo.is_server(), "steps": len(timing), "timing": timing, "final": final,
-                "stats": self.algo.stats(), "eval_s": eval_s, "snapshot_s": self.snapshot_s, "cpu_threads": cpu}
+                "stats": self.algo.stats(), "eval_s": eval_s, "snapshot_s": self.snapshot_s, "cpu_threads": cpu,
+                "runtime": comm.record()}
         gathered = comm.allgather_object(mine)  # comm: gather every rank's figures on every rank, for rank 0's summary
         if comm.rank == 0:
             check_ours(self.run_dir)
@@ -244,7 +247,9 @@ class Worker:
             extra.update(g["stats"] or {})
         sys_path = self.run_dir / "system.json"
         system = read_json(sys_path) if sys_path.exists() else {}
-        system["hosts_by_rank"] = [g["host"] for g in sorted(gathered, key=lambda g: g["rank"])]
+        ranks = sorted(gathered, key=lambda g: g["rank"])
+        system["hosts_by_rank"] = [g["host"] for g in ranks]
+        system["runtime"] = {**ranks[0]["runtime"], "by_rank": [g["runtime"] for g in ranks]}
         write_json_atomic(sys_path, system)
         write_summary(self.run_dir, "ok", algorithm=self.cfg.algorithm, np=self.cfg.launch.np, processes=len(gathered),
                       wall_s=wall_s, train_s=train_s, eval_s=max(g["eval_s"] for g in gathered),
@@ -276,9 +281,11 @@ def main(argv: list[str] | None = None) -> int:
     watch_launcher(run_dirs, owned=still_ours)
     goodbye = send_heartbeats()  # to the launcher, which names this rank if they stop (bench.watchdog)
     on_sigterm_raise()
-    hv = cfgs[0].launch.horovod
-    comm = Comm(cfgs[0].launch.network_interface, cfgs[0].launch.p2p_backend, wait_sleep_us=hv.wait_sleep_us,
-                wait_spin_us=hv.wait_spin_us, groups=hv.groups)
+    runtimes = {runtime(c) for c in cfgs}
+    if len(runtimes) > 1:
+        print(f"error: the runs of one job must start the same runtime, got {', '.join(sorted(runtimes))}", file=sys.stderr)
+        return 2
+    comm = open_comm(runtimes.pop(), cfgs[0].launch)
     if comm.wait_sleep_s and comm.rank == 0:
         print(f"[worker] collectives waited for adaptively: polling {comm.wait_spin_s * 1e6:g} us, then sleeps "
               f"doubling up to {comm.wait_sleep_s * 1e6:g} us (horovod.wait_spin_us, wait_sleep_us)", flush=True)

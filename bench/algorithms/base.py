@@ -103,6 +103,11 @@ class Algorithm:
     paper: ClassVar[str] = ""
     family: ClassVar[str] = "allreduce"
     Params: ClassVar[type] = NoParams
+    runtime: ClassVar[str] = "horovod"
+    """What the job must start: ``horovod`` (``hvd.init()``: Horovod's collectives and background thread, and
+    torch.distributed on demand) or ``torch`` (an algorithm that communicates only through torch.distributed: no
+    Horovod in its job, so none of Horovod's cycles on its cores; ``self.comm`` then offers the collectives of
+    :class:`bench.comm.base.CommBase` and the point-to-point transport, not Horovod's own operations)."""
     averaged_evaluation: ClassVar[bool] = False
     """True when the replicas differ (local SGD, gossip): the evaluated model is the mean of every rank's
     snapshot; False: rank 0's snapshot is the evaluated model."""

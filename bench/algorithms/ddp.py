@@ -10,7 +10,10 @@ References:
 
 Update rule: identical to ``sync`` (θ ← Opt(θ, mean_k ∇L(θ; B_k))), but gradients are
 bucketed and allreduced by torch.distributed (gloo on CPU, NCCL on GPU) during backward.
-The process group is initialised from Horovod's rank and size inside the same horovodrun job.
+The job starts torch.distributed alone (``runtime = "torch"``): horovodrun launches it, but no rank calls
+``hvd.init()``, so no Horovod background thread runs beside DDP; the process group is opened from horovodrun's
+rank, size and rendezvous (:class:`bench.comm.torch_runtime.TorchComm`), and the harness's own collectives go
+through it too.
 
 ``comm_hook`` (docs/algorithms.md, ``ddp``), PyTorch's DDP communication hooks as documented:
 
@@ -53,6 +56,7 @@ from .base import Algorithm, StepStats
 class DDP(Algorithm):
     name = "ddp"
     paper = "PyTorch DistributedDataParallel (Li et al., VLDB 2020)"
+    runtime = "torch"
 
     @dataclass
     class Params:
@@ -86,7 +90,7 @@ class DDP(Algorithm):
 
     def setup(self, model, optimizer):
         super().setup(model, optimizer)
-        self.comm.init_torch_distributed()  # comm: open torch.distributed's group over all workers from Horovod's rank and size
+        self.comm.init_torch_distributed()  # comm: open torch.distributed's group over all workers (horovodrun's rank, size and rendezvous)
         dev = self.ctx.device
         self.ddp = DistributedDataParallel(model, device_ids=[dev.index] if dev.type == "cuda" else None)  # comm: wrap the model: DDP broadcasts rank 0's parameters to every worker
         self.comm.broadcast_optimizer_state(optimizer, root=0)  # comm: broadcast rank 0's optimizer state to every worker

@@ -1,29 +1,36 @@
 """The only code that talks to Horovod and to the point-to-point transport.
 
-Algorithms receive a :class:`Comm` and never import horovod or torch.distributed.
-Horovod gives rank, size and every collective. Horovod has no point-to-point, so
-:meth:`Comm.p2p` opens a second, real transport inside the same horovodrun job:
-``torch.distributed`` (gloo on CPU, NCCL on GPU) initialised from Horovod's rank and size.
-Point-to-point communication is one API, :mod:`bench.comm.p2p` (:class:`~bench.comm.p2p.P2P`,
+Algorithms receive a communicator and never import horovod or torch.distributed. A job starts one runtime
+(:func:`open_comm`; ``Algorithm.runtime``, decided per run by :func:`bench.placement.runtime`):
+
+- :class:`Comm`, Horovod: ``hvd.init()`` gives rank, size and every collective, and starts Horovod's background
+  thread. Horovod has no point-to-point, so :meth:`Comm.p2p` opens a second, real transport inside the same
+  horovodrun job: ``torch.distributed`` (gloo on CPU, NCCL on GPU) initialised from Horovod's rank and size.
+- :class:`~bench.comm.torch_runtime.TorchComm`, torch.distributed alone, for the algorithms that never call Horovod
+  (``ddp``): rank and size from horovodrun's environment, no Horovod thread, the harness's collectives on
+  torch.distributed's default group.
+
+Both share :class:`~bench.comm.base.CommBase` (the collectives the worker loop uses, torch.distributed opened on
+first use). Point-to-point communication is one API, :mod:`bench.comm.p2p` (:class:`~bench.comm.p2p.P2P`,
 the bounded wait :func:`~bench.comm.p2p.wait_for`), with one timeout error, :class:`CommTimeout`;
 the protocols built on it are :mod:`bench.comm.ps` (the parameter server) and
-:mod:`bench.comm.pairwise` (atomic pairwise exchanges, :meth:`Comm.pairwise`). A caller that
-receives from any rank asks for a transport that can (:meth:`Comm.use_any_source_backend`).
+:mod:`bench.comm.pairwise` (atomic pairwise exchanges, :meth:`CommBase.pairwise`). A caller that
+receives from any rank asks for a transport that can (:meth:`CommBase.use_any_source_backend`).
 """
 
 from __future__ import annotations
 
 import os
-import socket
 import time
 
 import torch
 
 from ..timing import ThreadCpu
-from .p2p import CommTimeout, P2P
-from .pairwise import PairwiseChannel
+from .base import CommBase
+from .p2p import CommTimeout
+from .torch_runtime import TorchComm
 
-__all__ = ["Comm", "CommTimeout"]
+__all__ = ["Comm", "CommBase", "CommTimeout", "TorchComm", "open_comm"]
 
 FIRST_SLEEP_S = 5e-6
 """The adaptive wait's first sleep (``Comm.wait_sleeping``); later sleeps double up to ``wait_sleep_us``."""
@@ -42,8 +49,22 @@ def _fine_timer_slack(ns: int = 1000) -> None:
         pass
 
 
-class Comm:
-    """Rank, size and collectives of one horovodrun job."""
+def open_comm(runtime: str, launch) -> CommBase:
+    """The communicator of a job that starts ``runtime`` (``horovod`` | ``torch``) with ``launch``
+    (:class:`bench.config.LaunchConfig`: the network interface, the transport's backend, Horovod's settings)."""
+    if runtime == "torch":
+        return TorchComm(launch.network_interface, launch.p2p_backend)
+    if runtime != "horovod":
+        raise ValueError(f"unknown runtime {runtime!r}; valid: horovod, torch")
+    hv = launch.horovod
+    return Comm(launch.network_interface, launch.p2p_backend, wait_sleep_us=hv.wait_sleep_us,
+                wait_spin_us=hv.wait_spin_us, groups=hv.groups)
+
+
+class Comm(CommBase):
+    """The Horovod runtime: rank, size and collectives of one horovodrun job through Horovod."""
+
+    runtime = "horovod"
 
     def __init__(self, network_interface: str = "", p2p_backend: str = "auto", wait_sleep_us: float | None = None,
                  wait_spin_us: float | None = None, groups: int | None = None):
@@ -54,14 +75,8 @@ class Comm:
         self.horovod_tids = frozenset(ThreadCpu.tids() - before)
         """The threads ``hvd.init()`` started (the background thread, gloo's): labelled ``horovod`` in the CPU record."""
         self.hvd = hvd
-        self.rank = hvd.rank()
-        self.size = hvd.size()
-        self.local_rank = hvd.local_rank()
+        super().__init__(hvd.rank(), hvd.size(), hvd.local_rank(), hvd.local_size(), network_interface, p2p_backend)
         self.Average, self.Sum = hvd.Average, hvd.Sum
-        self.network_interface = network_interface
-        self.p2p_backend = p2p_backend
-        self._p2p = None
-        self._torch_dist = False
         self.wait_sleep_s = wait_sleep_us / 1e6 if wait_sleep_us else None
         self.wait_spin_s = (wait_spin_us or 0.0) / 1e6
         self.groups = groups
@@ -135,12 +150,6 @@ class Comm:
         if optimizer.state_dict()["state"]:
             self.hvd.broadcast_optimizer_state(optimizer, root_rank=root)  # comm: broadcast rank root's optimizer state to every rank
 
-    def broadcast_state(self, model, optimizer=None, root: int = 0) -> None:
-        """A common start: rank ``root``'s parameters and buffers (and optimizer state) on every rank."""
-        self.hvd.broadcast_parameters(model.state_dict(), root_rank=root)  # comm: broadcast rank root's parameters and buffers to every rank
-        if optimizer is not None:
-            self.broadcast_optimizer_state(optimizer, root)
-
     def broadcast_object(self, obj, root: int = 0, name: str = "bench.object"):
         """Broadcast a picklable object (control data only, never training tensors).
 
@@ -168,88 +177,8 @@ class Comm:
                                         compression=compressor, op=reduce_op, groups=self.groups)
 
     def shutdown(self) -> None:
-        if self._p2p is not None:
-            self._p2p.close()
-            self._p2p = None
-        if self._torch_dist:
-            import torch.distributed as dist
-
-            if dist.is_initialized():
-                dist.destroy_process_group()
-            self._torch_dist = False
+        self.close_torch_distributed()
         self.hvd.shutdown()  # comm: leave the job's Horovod (every rank)
 
-    # -- torch.distributed (DDP baseline and the point-to-point transport) ----------------
-    def host_address(self) -> str:
-        """Address other ranks reach this host on: the configured interface's, else loopback or hostname."""
-        if self.network_interface:
-            import psutil
-
-            for addr in psutil.net_if_addrs().get(self.network_interface, []):
-                if addr.family == socket.AF_INET:
-                    return addr.address
-            raise RuntimeError(f"network interface {self.network_interface!r} has no IPv4 address on {socket.gethostname()}")
-        if self.size == self.hvd.local_size():
-            return "127.0.0.1"  # single host: bind to loopback only
-        return socket.gethostbyname(socket.gethostname())
-
-    def use_any_source_backend(self) -> None:
-        """The caller receives from any rank (a parameter server, a passive gossip worker), which NCCL cannot: with
-        ``p2p_backend`` auto the transport opens with gloo, also on GPU (GPU tensors are staged through host memory).
-        Call it before the transport opens (:meth:`p2p`); an explicit backend is left as it is (validation refuses
-        nccl for such algorithms before launch)."""
-        if self.p2p_backend == "auto":
-            self.p2p_backend = "gloo"
-
-    def backend(self) -> str:
-        if self.p2p_backend != "auto":
-            return self.p2p_backend
-        return "nccl" if torch.cuda.is_available() else "gloo"
-
-    def init_torch_distributed(self, timeout_s: float = 300.0) -> None:
-        """Initialise the default torch.distributed group from Horovod's rank and size."""
-        import datetime
-
-        import torch.distributed as dist
-
-        if self._torch_dist:
-            return
-        addr_port, listening = None, None
-        if self.rank == 0:  # the store listens on the job's address only (a socket bound there, handed to the store)
-            listening = socket.socket()
-            listening.bind((self.host_address(), 0))
-            listening.listen(128)
-            addr_port = listening.getsockname()[:2]
-        addr, port = self.broadcast_object(addr_port, root=0)  # comm: broadcast rank 0's store address to every rank (rendezvous through Horovod)
-        if self.backend() == "gloo" and self.network_interface:
-            os.environ.setdefault("GLOO_SOCKET_IFNAME", self.network_interface)
-        elif self.backend() == "gloo" and addr == "127.0.0.1":
-            os.environ.setdefault("GLOO_SOCKET_IFNAME", _loopback_interface())
-        timeout = datetime.timedelta(seconds=timeout_s)
-        store = dist.TCPStore(addr, port, self.size, self.rank == 0, timeout, wait_for_workers=False,  # comm: connect to rank 0's store (rank 0 serves it on the socket bound above)
-                              master_listen_fd=listening.detach() if listening is not None else None)
-        dist.init_process_group(self.backend(), store=store, rank=self.rank,  # comm: join torch.distributed's default group of all ranks
-                                world_size=self.size, timeout=timeout)
-        self._torch_dist = True
-
-    def p2p(self, timeout_s: float = 300.0):
-        """The point-to-point transport (raw tensors over torch.distributed), opened on first use."""
-        if self._p2p is None:
-            self.init_torch_distributed(timeout_s)
-            self._p2p = P2P(self.rank, self.size)
-        return self._p2p
-
-    def pairwise(self, timeout_s: float = 300.0, label: str = "pairwise"):
-        """A new channel for atomic pairwise exchanges of vectors (:class:`bench.comm.pairwise.PairwiseChannel`) on a
-        process group of its own (gloo), so that a service thread can use it beside the main thread's transport.
-        Collective: every rank calls it, in the same order. ``label`` prefixes its error messages."""
-        return PairwiseChannel(self.p2p(timeout_s).channel(), timeout_s, label)  # comm: open a new process group over all ranks for the pairwise channel
-
-
-def _loopback_interface() -> str:
-    import psutil
-
-    for name, addrs in psutil.net_if_addrs().items():
-        if any(a.family == socket.AF_INET and a.address.startswith("127.") for a in addrs):
-            return name
-    return "lo"
+    def publish_store(self, addr_port):
+        return self.broadcast_object(addr_port, root=0)  # comm: broadcast rank 0's store address to every rank (rendezvous through Horovod)

@@ -19,7 +19,7 @@ from .. import BenchError, cpu_idle
 from ..cluster import watched
 from ..config import RunConfig
 from ..layout import REPO_ROOT
-from ..placement import cluster_held, emulated_cluster, host_shares, processes
+from ..placement import cluster_held, emulated_cluster, host_shares, processes, runtime
 from ..results import ResultsError, mark_failed, read_json, write_json_atomic
 from .command import horovod_record, horovodrun_command, job_environment
 from .health import JobFault, JobWatch
@@ -35,8 +35,9 @@ def execute(cfg: RunConfig, run_dir: Path, echo: bool = True, env: dict | None =
 
 
 def same_job(a: RunConfig, b: RunConfig) -> bool:
-    """True if runs ``a`` and ``b`` can share one horovodrun job (same launch settings and processes)."""
-    return a.launch == b.launch and processes(a) == processes(b) and host_shares(a) == host_shares(b)
+    """True if runs ``a`` and ``b`` can share one horovodrun job (same launch settings, processes and runtime)."""
+    return (a.launch == b.launch and processes(a) == processes(b) and host_shares(a) == host_shares(b)
+            and runtime(a) == runtime(b))
 
 
 def execute_many(cfgs: list[RunConfig], run_dirs: list[Path], echo: bool = True, env: dict | None = None) -> list[int]:

@@ -29,11 +29,12 @@ The settings of each hardware profile live in its ``horovod:`` block (:class:`be
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from pathlib import Path
 
 from ..config import HOROVOD_DEFAULTS, HorovodSettings
-from ..resolve import hardware_profiles, load_hardware
+from ..resolve import hardware_profiles, load_hardware, load_params
 from ..typed import build
 
 KNOBS: dict[str, str] = dict(HorovodSettings.ENV)
@@ -55,6 +56,12 @@ def profile_settings() -> dict[str, HorovodSettings]:
     """Hardware profile -> its Horovod settings (the ``horovod:`` block of ``pipelines/hardware/<id>.yaml``)."""
     return {hw: build(HorovodSettings, load_hardware(hw).get("horovod") or {}, what="horovod setting")
             for hw in hardware_profiles()}
+
+
+def workload_settings() -> dict[str, dict]:
+    """Training profile -> its ``horovod:`` block (params.yaml), for the profiles that have one."""
+    return {name: p["horovod"] for name, p in (load_params().get("profiles") or {}).items()
+            if isinstance(p, dict) and p.get("horovod")}
 
 
 def parse_env(items: list[str]) -> dict[str, str]:
@@ -219,7 +226,10 @@ def main(argv: list[str] | None = None) -> int:
     print("Horovod settings per hardware profile (pipelines/hardware/<id>.yaml, horovod:; docs/horovod.md has the "
           "measurements)")
     for hw, st in profile_settings().items():
-        env = st.env()
-        print(f"{hw:12s} " + (" ".join(f"{k}={v}" for k, v in env.items()) or "Horovod's defaults"))
+        own = {k: v for k, v in dataclasses.asdict(st).items() if v is not None and k not in st.ENV}
+        print(f"{hw:12s} " + (" ".join(f"{k}={v}" for k, v in [*st.env().items(), *own.items()]) or "Horovod's defaults"))
+    print("per workload, on top of the hardware profile's (params.yaml profiles: <name>: horovod:; --set wins over both)")
+    for name, block in workload_settings().items():
+        print(f"{name:12s} " + " ".join(f"{k}={v}" for k, v in block.items()))
     print("Horovod's defaults: " + ", ".join(f"{k}={v!r}" for k, v in HOROVOD_DEFAULTS.items()))
     return 0

@@ -1,8 +1,9 @@
-"""Harness and Horovod overhead: ``sync`` at np=1 against a plain PyTorch loop, and ``sync`` against ``ddp`` at np=2 (``--np``).
+"""Harness and Horovod overhead: ``sync`` at np=1 against a plain PyTorch loop, and ``sync`` against ``ddp`` at np=2 (``--np``),
+each beside plain Horovod and plain DDP loops in the same run.
 
     python -m bench.perf overhead [--profile laptop] [--set key=value ...] [--repeats 3]
                                   [--hardware HW] [--set horovod.KEY=VALUE ...] [--horovod-env KEY=VALUE ...] [--compare]
-                                  [--algorithms delayed,layerwise,...] [--timeline DIR] [--json FILE]
+                                  [--algorithms delayed,layerwise,...] [--skip-plain] [--timeline DIR] [--json FILE]
 
 The plain loop runs in this process with the same model, data, batch size and optimizer, and is timed the way
 the suite's throughput is (:mod:`bench.metrics.throughput`): samples of the steps after the warm-up divided by
@@ -11,24 +12,29 @@ iteration as the worker does (the older per-step clock, which leaves the data it
 it). The suite's runs go through the real CLI path (``horovodrun``, the worker loop, records on disk). Between
 the two, ``harness np=1`` is the worker loop around a plain local step with no communication at all
 (``localsgd`` at np=1 with λ larger than the run): the suite's own per-step cost (the record of every step,
-loss and mini-batch accuracy, progress, Horovod initialised but idle), which every algorithm and ``ddp`` pay
+loss and mini-batch accuracy, progress, Horovod initialised but idle), which every Horovod-based algorithm pays
 alike. So sync(np=1)/plain = harness/plain (the measurement) x sync(np=1)/harness (``sync``'s step and Horovod).
 
+At np=2 the plain distributed loops (:mod:`bench.perf.plain`, under horovodrun with the same settings; ``--skip-plain``
+leaves them out) separate what the suite adds from what the runtimes cost: ``horovod plain`` is Horovod's
+DistributedOptimizer loop at the settings ``sync`` runs with, ``ddp plain`` DistributedDataParallel alone; so
+sync/ddp = (sync / horovod plain) x (horovod plain / ddp plain) x (ddp plain / ddp): the harness under Horovod,
+Horovod's design against DDP's, and the harness under DDP.
+
 Horovod settings: the suite's runs use the hardware profile's ``horovod:`` block (``--hardware``, default
-``local``; ``python -m bench.perf horovod_knobs`` lists every profile's), with ``--set horovod.KEY=VALUE`` on
-top, as ``python -m bench run`` does; ``--horovod-env KEY=VALUE`` (repeatable) adds a raw ``HOROVOD_*``
+``local``; ``python -m bench.perf horovod_knobs`` lists every profile's) and the training profile's, with
+``--set horovod.KEY=VALUE`` on top, as ``python -m bench run`` does; ``--horovod-env KEY=VALUE`` (repeatable) adds a raw ``HOROVOD_*``
 variable for experiments with variables that are not settings. Tuning variables of the calling shell are
 cleared for every run. With ``--compare`` every suite variant runs twice per repeat, under Horovod's defaults
 (``horovod: {}``, nothing set; or, with ``--baseline-set KEY=VALUE``, under those settings: the ``reference``)
-and under the settings, interleaved, and both sets of ratios come from the same run. ``ddp`` runs under the
-same settings as the ``sync`` it is compared with: its job also runs Horovod (``hvd.init()``, the background
-thread), which those settings change; the cross ratios (sync under one, ddp under the other) say which is ddp's best.
+and under the settings, interleaved, and both sets of ratios come from the same run. ``ddp`` starts no Horovod
+(``Algorithm.runtime``): the settings do not touch it, and its two variants measure this machine's drift.
 
 Reported: median throughput over repeats; per-step time split from the records (mean over the timed steps
 and worker ranks, median over repeats: step, compute, comm, wait, and ``loop``: the worker's time between
-steps, i.e. records and data); the ratios sync(np=1)/plain (target >= 0.97) and sync(np=2)/ddp(np=2)
-(target >= 0.95), each as the ratio of the medians, the per-repeat ratios (the two runs of a repeat measured a
-minute apart), and their geometric mean with its 95 % t-interval and a verdict against the target
+steps, i.e. records and data); the ratios sync(np=1)/plain (target >= 0.97), sync(np=2)/ddp(np=2)
+(target >= 0.95) and the plain loops', each as the ratio of the medians, the per-repeat ratios (the two runs of a
+repeat measured a minute apart), and their geometric mean with its 95 % t-interval and a verdict against the target
 (:func:`bench.metrics.stats.paired_ratio`: ``above``/``below`` when the interval excludes it, else
 ``inconclusive``); per variant, where its ranks' CPU went (``summary.json``'s ``cpu_threads``: the training thread
 on a CPU and runnable but waiting for one, Horovod's threads, the rest). ``--algorithms`` adds other algorithms at
@@ -48,67 +54,19 @@ import tempfile
 import time
 from pathlib import Path
 
-import torch
 
-import pandas as pd
-
-from ..data import Shard, load_dataset
 from ..launch import run
 from ..layout import run_name
 from ..metrics.selection import timed_steps
 from ..metrics.stats import paired_ratio
-from ..metrics.throughput import window_throughput
 from ..metrics.timesplit import time_split as metrics_time_split
-from ..models import build_model, make_optimizer
 from ..resolve import parse_set, resolve
 from ..results import load_run, read_json
 from . import fmt_ratio, median
 from .horovod_knobs import HOROVOD_TUNING_VARS, format_timeline, parse_env, summarize_timeline
+from .plain import plain_job, plain_loop
 
 SPLIT = ("step_ms", "compute_ms", "comm_ms", "wait_ms", "loop_ms")
-
-
-def _window(ends: list[float], samples: list[int], warmup: int) -> float:
-    """Samples/s over the timed window of one rank's step end times: the step records the loop would have written,
-    measured by :func:`bench.metrics.throughput.window_throughput` (the one definition)."""
-    if warmup < 1:
-        raise ValueError("the plain loop needs warmup_steps >= 1 to open its timed window")
-    steps = pd.DataFrame({"rank": 0, "t": ends, "step_s": 0.0, "samples": samples,
-                          "warmup": [k < warmup for k in range(len(ends))]})
-    return window_throughput(steps, windows=0)["throughput"]
-
-
-def plain_loop(cfg) -> dict:
-    """A plain single-process PyTorch loop with the run's model, data and optimizer. Returns ``throughput``
-    (wall-clock timed window, as the suite measures) and ``per_step_clock`` (samples / sum of the per-step clock
-    readings, the data iteration left out)."""
-    train = cfg.train
-    torch.set_num_threads(train.threads)
-    ds = load_dataset(train)
-    torch.manual_seed(train.seed)
-    model = build_model(train, ds.input_shape, ds.num_classes)
-    opt = make_optimizer(train, model.parameters())
-    shard = Shard(ds, 1, 0, train.batch_size, train.seed)
-    total = min(shard.steps * train.epochs, train.max_steps or 10**12)
-    step, seconds, counted = 0, 0.0, 0
-    ends, samples = [], []
-    for epoch in range(train.epochs):
-        for x, y in shard.batches(epoch):
-            if step >= total:
-                break
-            t0 = time.perf_counter()
-            opt.zero_grad()  # PyTorch default: gradients reset to None, as the worker does
-            loss = torch.nn.functional.cross_entropy(model(x), y)
-            loss.backward()
-            opt.step()
-            t1 = time.perf_counter()
-            step += 1
-            ends.append(t1)
-            samples.append(len(y))
-            if step > train.warmup_steps:
-                counted += len(y)
-                seconds += t1 - t0
-    return {"throughput": _window(ends, samples, train.warmup_steps), "per_step_clock": counted / seconds}
 
 
 @contextlib.contextmanager
@@ -187,15 +145,23 @@ def wait_quiet(below: float, max_wait_s: float) -> tuple[float, float]:
 HARNESS = ("localsgd", {"communication_window": 10**9})
 """The harness reference: the worker loop around a local step that never communicates (λ beyond the run)."""
 
+PLAIN = {"horovod": "sync", "ddp": "ddp"}
+"""The plain distributed loops (:mod:`bench.perf.plain`) and the suite's algorithm whose settings each runs with."""
+
 
 def suite_run(algorithm: str, np: int, profile: str, overrides: dict, tmp: Path, env: dict | None = None,
               timeline: Path | None = None, hardware: str = "local") -> dict:
-    """One run through the real CLI path; its throughput and time split."""
+    """One run through the real CLI path (its throughput and time split), or a plain distributed loop (``plain:KIND``,
+    :data:`PLAIN`: its throughput) with the same settings."""
     if algorithm == "harness":
         algorithm, extra = HARNESS
         overrides = {**overrides, **extra}
-    cfg = resolve(algorithm, np=np, profile=profile, hardware=hardware, overrides=overrides, study="perf")
+    kind = algorithm.removeprefix("plain:") if algorithm.startswith("plain:") else None
+    cfg = resolve(PLAIN.get(kind, algorithm), np=np, profile=profile, hardware=hardware, overrides=overrides, study="perf")
     env = dict(env or {})
+    if kind is not None:
+        with _horovod_env(env) as job_env:
+            return plain_job(kind, cfg, tmp / f"plain-{kind}-{time.monotonic_ns()}", job_env)
     if timeline is not None:
         env.update(HOROVOD_TIMELINE=str(timeline), HOROVOD_TIMELINE_MARK_CYCLES="1")
     with _horovod_env(env) as job_env:
@@ -218,6 +184,8 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--np", type=int, default=2, dest="np_", metavar="N",
                     help="workers of the sync / ddp comparison and of --algorithms (default 2)")
     ap.add_argument("--skip-np1", action="store_true", help="leave out the plain loop and sync at np=1")
+    ap.add_argument("--skip-plain", action="store_true",
+                    help="leave out the plain Horovod and DDP loops at --np workers (bench.perf.plain)")
     ap.add_argument("--hardware", default="local", help="hardware profile of the suite's runs (its horovod: settings)")
     ap.add_argument("--horovod-env", action="append", default=[], metavar="KEY=VALUE",
                     help="a raw HOROVOD_* variable for the suite's runs (repeatable; on top of the settings)")
@@ -277,6 +245,8 @@ def plan(args, profile: str) -> Plan:
             variants += [(f"harness np=1 [{name}]", "harness", 1, name), (f"sync np=1 [{name}]", "sync", 1, name)]
         if not args.skip_ddp:
             variants += [(f"sync np={n_} [{name}]", "sync", n_, name), (f"ddp np={n_} [{name}]", "ddp", n_, name)]
+            if not args.skip_plain:
+                variants += [(f"{k} plain np={n_} [{name}]", f"plain:{k}", n_, name) for k in PLAIN]
         variants += [(f"{a} np={n_} [{name}]", a, n_, name) for a in extra]
     cfg = resolve("sync", np=1, profile=profile, overrides=plain_overrides)
     return Plan(profile, ref, setups, envs, waits, spins, cfg, overrides, variants)
@@ -359,7 +329,7 @@ def report(pl: Plan, args, res: dict[str, list[dict]], timelines: dict[str, Path
           f"   (medians of {args.repeats}; ms per step, mean over timed steps and ranks)")
     for k, r in m.items():
         split = " ".join(f"{r[f]:7.3f}" for f in SPLIT) if "step_ms" in r else \
-            f"(per-step clock: {r['per_step_clock']:.0f} samples/s)"
+            f"(per-step clock: {r['per_step_clock']:.0f} samples/s)" if "per_step_clock" in r else ""
         busy = f"  (machine busy before: {r['busy_before']:.0%})" if "busy_before" in r else ""
         print(f"{k:{width}s} {r['throughput']:10.1f}  {split}{busy}")
     print()
@@ -371,11 +341,10 @@ def report(pl: Plan, args, res: dict[str, list[dict]], timelines: dict[str, Path
                   f"= harness/plain {fmt_ratio(h1, plain)} x sync/harness {fmt_ratio(s1, h1)}  "
                   f"({_paired_text(res, f'sync np=1 [{name}]', 'plain loop')})")
         if not args.skip_ddp:
-            print(f"[{name}] sync np={n_} / ddp np={n_}     = "
-                  f"{fmt_ratio(m[f'sync np={n_} [{name}]']['throughput'], m[f'ddp np={n_} [{name}]']['throughput'])}  "
-                  f"(target >= {SYNC_DDP_TARGET})  "
-                  f"({_paired_text(res, f'sync np={n_} [{name}]', f'ddp np={n_} [{name}]', SYNC_DDP_TARGET)})")
-    if args.compare and not args.skip_ddp:  # ddp issues no Horovod collective per step: its best may be the other setting
+            for a, b, target in plain_ratios(n_, name, args):
+                print(f"[{name}] {a[:-len(name) - 3]} / {b[:-len(name) - 3]} = {fmt_ratio(m[a]['throughput'], m[b]['throughput'])}  "
+                      f"({_paired_text(res, a, b, target)})")
+    if args.compare and not args.skip_ddp:  # ddp starts no Horovod: its two variants differ by the machine's drift only
         for a, b in (("tuned", ref), (ref, "tuned")):
             sa, db = f"sync np={n_} [{a}]", f"ddp np={n_} [{b}]"
             print(f"{sa} / {db} = {fmt_ratio(m[sa]['throughput'], m[db]['throughput'])}  ({_paired_text(res, sa, db)})")
@@ -402,6 +371,18 @@ def report(pl: Plan, args, res: dict[str, list[dict]], timelines: dict[str, Path
     return m
 
 
+def plain_ratios(n_: int, name: str, args) -> list[tuple[str, str, float]]:
+    """The np=``n_`` ratios of variant ``name`` (numerator, denominator, target): sync / ddp, and with the plain loops
+    Horovod's own design (plain Horovod / plain DDP) and what the harness costs each (sync / plain Horovod, ddp /
+    plain DDP)."""
+    sync, ddp = f"sync np={n_} [{name}]", f"ddp np={n_} [{name}]"
+    out = [(sync, ddp, SYNC_DDP_TARGET)]
+    if not args.skip_plain:
+        hp, dp = f"horovod plain np={n_} [{name}]", f"ddp plain np={n_} [{name}]"
+        out += [(hp, dp, SYNC_DDP_TARGET), (sync, hp, 1.0), (ddp, dp, 1.0)]
+    return out
+
+
 def summary_rows(pl: Plan, args, res: dict[str, list[dict]]) -> list[str]:
     """One line per variant of the profile: sync/ddp (median of the per-repeat ratios) and, with --compare, the
     tuned variant's sync over the reference's."""
@@ -410,10 +391,11 @@ def summary_rows(pl: Plan, args, res: dict[str, list[dict]]) -> list[str]:
         return rows
 
     def row(what: str, a: str, b: str, target: float) -> str:
-        return f"{pl.profile:>14s}  {what:32s} {_verdict_text(res, a, b, target)}"
+        return f"{pl.profile:>14s}  {what:40s} {_verdict_text(res, a, b, target)}"
 
     for name in pl.envs:
-        rows.append(row(f"sync/ddp np={n_} [{name}]", f"sync np={n_} [{name}]", f"ddp np={n_} [{name}]", SYNC_DDP_TARGET))
+        for a, b, target in plain_ratios(n_, name, args):
+            rows.append(row(f"{a.split(' np=')[0]}/{b.split(' np=')[0]} np={n_} [{name}]", a, b, target))
     if args.compare:
         rows.append(row(f"sync np={n_} [tuned] / [{pl.ref}]", f"sync np={n_} [tuned]", f"sync np={n_} [{pl.ref}]", 1.0))
     return rows

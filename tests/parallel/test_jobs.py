@@ -20,16 +20,19 @@ def test_runs_of_one_job_match_the_same_runs_alone(tmp_path, monkeypatch):
     monkeypatch.setenv("BENCH_PROGRESS", "0")
     a, b = cfg("sync", "a"), cfg("sync", "b", "lr=0.1", "seed=3")
     ps1, ps2 = cfg("downpour", "p1"), cfg("downpour", "p2", "slow_ranks=[1]", "slow_factor=2")
+    d = cfg("ddp", "d")  # the same launch settings as sync's, but another runtime (torch.distributed alone): its own job
     lines: list[str] = []
-    done = launch.run_many([(a, tmp_path / "a", None), (b, tmp_path / "b", None),
+    done = launch.run_many([(a, tmp_path / "a", None), (b, tmp_path / "b", None), (d, tmp_path / "d", None),
                             (ps1, tmp_path / "p1", None), (ps2, tmp_path / "p2", None)],
                            echo=False, progress=lines.append)
-    assert [rc for _, rc in done] == [0, 0, 0, 0], [read_json(d / "summary.json") for d, _ in done]
-    assert len(lines) == 2 and "2 run(s)" in lines[0] and "2 run(s)" in lines[1], lines  # sync job, downpour job
+    assert [rc for _, rc in done] == [0] * 5, [read_json(d / "summary.json") for d, _ in done]
+    assert [line.split("(")[1].split(" run")[0] for line in lines] == ["2", "1", "2"], lines  # sync, ddp, downpour
     for d, _ in done:
         run = load_run(d)
         assert run.status == "ok" and run.summary["steps_per_worker"] == 12 and len(run.evals)
     systems = [read_json(d / "system.json") for d, _ in done]
+    assert [s["runtime"]["name"] for s in systems] == ["horovod", "horovod", "torch", "horovod", "horovod"]
+    del systems[2]
     assert [(s["job_runs"], s["job_position"]) for s in systems] == [(2, 0), (2, 1), (2, 0), (2, 1)]
     assert systems[0]["launch_command"] == systems[1]["launch_command"]
     assert systems[0]["launch_command"].count("--config") == 2

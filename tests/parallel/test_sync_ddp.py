@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+import pytest
 import torch
 
 from bench.resolve import resolve
@@ -44,6 +45,14 @@ def test_ddp_matches_sync(tmp_path):
     a = sync.steps.sort_values(["rank", "step"])["loss"].to_numpy()
     b = ddp.steps.sort_values(["rank", "step"])["loss"].to_numpy()
     assert abs(a[0] - b[0]) < 1e-6
+    # ddp's job started torch.distributed alone: no rank loaded Horovod (no background thread, no cycles); sync's did
+    assert ddp.system["runtime"]["name"] == "torch" and len(ddp.system["runtime"]["by_rank"]) == 2
+    for r in ddp.system["runtime"]["by_rank"]:
+        assert r["torch_distributed"] == "gloo"
+        assert not r["horovod_loaded"] and not r["horovod_initialized"] and r["horovod_library_mapped"] is False
+    assert "horovod" not in {label for rank in ddp.summary["cpu_threads"] for label in rank}
+    assert sync.system["runtime"]["name"] == "horovod"
+    assert all(r["horovod_initialized"] and r["horovod_library_mapped"] for r in sync.system["runtime"]["by_rank"])
 
 
 def test_ddp_with_adam_matches_sync_with_adam(tmp_path):
@@ -57,9 +66,10 @@ def test_ddp_with_adam_matches_sync_with_adam(tmp_path):
     assert_state_close(torch.load(ddp.path / "model.pt"), torch.load(sync.path / "model.pt"), atol=1e-5)
 
 
-def test_killed_worker_fails_the_run_without_hanging(tmp_path):
+@pytest.mark.parametrize("algorithm", ["sync", "ddp"])  # Horovod's runtime, and torch.distributed's alone
+def test_killed_worker_fails_the_run_without_hanging(tmp_path, algorithm):
     t0 = time.time()
-    run = run_algorithm(tmp_path, "sync", 2, "max_steps=40", "eval_every=0", "timeout_s=240",
+    run = run_algorithm(tmp_path, algorithm, 2, "max_steps=40", "eval_every=0", "timeout_s=240",
                         env={"BENCH_INJECT_FAULT": "1:5:kill"}, expect_ok=False)
     assert run.extra["proc"].returncode != 0
     assert run.status == "failed"
@@ -69,8 +79,9 @@ def test_killed_worker_fails_the_run_without_hanging(tmp_path):
     assert (run.steps["rank"] == 0).sum() >= 4
 
 
-def test_raising_worker_names_rank_and_reason(tmp_path):
-    run = run_algorithm(tmp_path, "sync", 2, "max_steps=40", "eval_every=0", "timeout_s=240",
+@pytest.mark.parametrize("algorithm", ["sync", "ddp"])
+def test_raising_worker_names_rank_and_reason(tmp_path, algorithm):
+    run = run_algorithm(tmp_path, algorithm, 2, "max_steps=40", "eval_every=0", "timeout_s=240",
                         env={"BENCH_INJECT_FAULT": "1:3:raise"}, expect_ok=False)
     assert run.status == "failed"
     assert "rank 1" in run.summary["reason"] and "injected fault" in run.summary["reason"]

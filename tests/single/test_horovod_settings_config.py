@@ -83,6 +83,28 @@ def test_hardware_profile_block_and_its_unknown_keys(tmp_path):
         resolve("sync", hardware="odd", params_file=tmp_path / "params.yaml")
 
 
+def test_a_workload_block_sits_between_the_hardware_profile_and_set(tmp_path):
+    """Precedence, lowest first: the hardware profile's horovod: block, the training profile's (key by key), then
+    --set horovod={...} (the whole block) and --set horovod.KEY=VALUE."""
+    (tmp_path / "pipelines" / "hardware").mkdir(parents=True)
+    (tmp_path / "pipelines" / "hardware" / "hw.yaml").write_text("horovod: {cycle_time_ms: 0.5, cache_capacity: 0}\n")
+    (tmp_path / "params.yaml").write_text("profiles:\n  plain: {}\n  fast: {horovod: {cycle_time_ms: 0.1}}\n"
+                                          "  odd: {horovod: {cycle: 1}}\n  bad: {horovod: 3}\n")
+    def settings(profile, **overrides):
+        return resolve("sync", hardware="hw", profile=profile, params_file=tmp_path / "params.yaml",
+                       overrides=overrides).launch.horovod
+    assert settings("plain") == HorovodSettings(cycle_time_ms=0.5, cache_capacity=0)
+    assert settings("fast") == HorovodSettings(cycle_time_ms=0.1, cache_capacity=0)  # the workload's key wins
+    assert settings("fast", **{"horovod.cycle_time_ms": 2}) == HorovodSettings(cycle_time_ms=2, cache_capacity=0)
+    assert settings("fast", horovod={}) == HorovodSettings()  # --set horovod={}: Horovod's defaults, whatever the profiles
+    assert "horovod" not in dataclasses.asdict(resolve("sync", hardware="hw", profile="fast",
+                                                       params_file=tmp_path / "params.yaml").train)
+    with pytest.raises(BenchError, match="unknown horovod setting 'cycle'; valid: autotune"):
+        settings("odd")
+    with pytest.raises(BenchError, match="profile 'bad''s horovod must be a mapping"):
+        settings("bad")
+
+
 def test_settings_win_over_the_shell_and_are_recorded(monkeypatch):
     monkeypatch.setenv("HOROVOD_CYCLE_TIME", "7")
     monkeypatch.setenv("HOROVOD_FUSION_THRESHOLD", "1024")

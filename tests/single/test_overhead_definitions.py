@@ -8,16 +8,21 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from bench.perf.overhead import _window, time_split
+from bench.perf.overhead import time_split
+from bench.perf.plain import window
 from bench.results import Run
 
 
 def test_plain_loop_window_counts_the_samples_after_the_warmup_over_its_span():
     # 2 warm-up steps end at 1 and 2 s; 3 timed steps of 10 samples end at 3, 4 and 5 s: 30 samples in 3 s
-    assert _window([1.0, 2.0, 3.0, 4.0, 5.0], [10] * 5, warmup=2) == pytest.approx(10.0)
-    assert _window([1.0, 2.0, 2.5, 3.0], [8, 8, 8, 16], warmup=1) == pytest.approx(32 / 2.0)
+    assert window([(0, t, 10, t <= 2.0) for t in (1.0, 2.0, 3.0, 4.0, 5.0)]) == pytest.approx(10.0)
+    assert window([(0, 1.0, 8, True), (0, 2.0, 8, False), (0, 2.5, 8, False), (0, 3.0, 16, False)]) == pytest.approx(32 / 2.0)
+    # two ranks (a plain distributed loop): the window opens at the last warm-up step of any rank (2 s) and closes
+    # at the first rank's last step (2.8 s: every rank works throughout); its samples are every rank's inside it
+    two = [(0, 1.0, 10, True), (0, 2.5, 10, False), (0, 3.0, 10, False), (1, 2.0, 10, True), (1, 2.8, 10, False)]
+    assert window(two) == pytest.approx(20 / 0.8)
     with pytest.raises(ValueError, match="warmup_steps >= 1"):
-        _window([1.0, 2.0], [10, 10], warmup=0)
+        window([(0, 1.0, 10, False), (0, 2.0, 10, False)])
 
 
 def test_time_split_is_the_metrics_split_plus_step_and_loop_time():
