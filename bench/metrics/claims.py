@@ -9,7 +9,7 @@ at most 1/max(s, 1-s) for communication share s).
 
 A claim's **tests** are its (subject, reference, cell) combinations present in the study, each a paired ratio over
 the cell's repeats (a time to target where a run never reached the target is a bound, not a value:
-:func:`bench.metrics.stats.censored_ratio` lets such a test contradict but not support, or the reverse). Per test, the one-sided bootstrap p-values of "effect > threshold" and of "effect < threshold"
+:func:`bench.metrics.stats.censored_ratio` lets such a test contradict but not support, or the reverse). Per test, the one-sided t-test p-values (on the log ratios) of "effect > threshold" and of "effect < threshold"
 are Holm-corrected across the claim's tests (:func:`bench.metrics.stats.holm`, family-wise level 0.025 each side,
 matching the 95 % two-sided interval). A test **supports** the claim when its Holm-adjusted p of "effect >
 threshold" is below 0.025 (and, with a ceiling, its interval does not lie above the ceiling), **contradicts** it when
