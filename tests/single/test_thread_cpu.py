@@ -29,11 +29,12 @@ def test_the_training_threads_cpu_is_its_own():
 
 def test_a_live_threads_cpu_is_counted_under_its_label():
     # the worker burns a fixed 0.2 s of its own CPU between the two reads, however loaded the machine is
-    go, done, stop = threading.Event(), threading.Event(), threading.Event()
+    ready, go, done, stop = threading.Event(), threading.Event(), threading.Event(), threading.Event()
     tid = []
 
     def worker():
         tid.append(threading.get_native_id())
+        ready.set()
         go.wait()
         _burn(0.2)
         done.set()
@@ -41,8 +42,7 @@ def test_a_live_threads_cpu_is_counted_under_its_label():
 
     t = threading.Thread(target=worker, daemon=True)
     t.start()
-    while not tid:
-        time.sleep(0.001)
+    ready.wait()
     threads = ThreadCpu(horovod_tids=frozenset(tid))
     before = threads.read()
     go.set()
