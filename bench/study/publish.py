@@ -78,11 +78,13 @@ def system_md(study: Study, runs: list[Run]) -> str:
 
 
 def _intervals(runs_dir: Path) -> list[tuple[float, float]]:
-    """Every run's (start, end) in seconds since the epoch, sorted: from its system.json's ``created`` (the launcher
-    prepares a job's runs together, so the runs of one job, which run one after the other, are laid end to end from
-    it) and its summary's ``wall_s``; where either is missing, the times of its config.json and summary.json (a copy
-    of the results that kept no file times gives every run the same instant)."""
-    timed, untimed = {}, []
+    """Every run's (start, end) in seconds since the epoch, sorted: from its system.json's ``created`` and its
+    summary's ``wall_s``, the runs laid end to end in the order they were prepared (a study's runs run one after the
+    other, and the launcher prepares them before they run: a job's runs together, and ``study run`` every job of an
+    algorithm at once, so a run starts when it was prepared or when the one before it ended, whichever is later);
+    where either is missing, the times of its config.json and summary.json (a copy of the results that kept no file
+    times gives every run the same instant)."""
+    timed, untimed = [], []
     for d in sorted(Path(runs_dir).glob("*/*/*")):
         if not (d.joinpath("config.json").is_file() and d.joinpath("summary.json").is_file()):
             continue
@@ -90,15 +92,14 @@ def _intervals(runs_dir: Path) -> list[tuple[float, float]]:
             system = json.loads(d.joinpath("system.json").read_text())
             wall = float(json.loads(d.joinpath("summary.json").read_text())["wall_s"])
             created = datetime.datetime.strptime(system["created"], "%Y-%m-%dT%H:%M:%S%z").timestamp()
-            timed.setdefault(created, []).append(wall)
+            timed.append((created, str(d), wall))
         except (OSError, ValueError, KeyError, TypeError):
             untimed.append((d.joinpath("config.json").stat().st_mtime, d.joinpath("summary.json").stat().st_mtime))
-    out = list(untimed)
-    for created, walls in timed.items():
-        start = created
-        for wall in walls:
-            out.append((start, start + wall))
-            start += wall
+    out, end = list(untimed), float("-inf")
+    for created, _, wall in sorted(timed):
+        start = max(created, end)
+        end = start + wall
+        out.append((start, end))
     return sorted(out)
 
 

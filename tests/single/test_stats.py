@@ -501,6 +501,32 @@ def test_a_studys_run_time_is_its_span_and_the_time_covered_by_its_runs(tmp_path
     assert run_times(tmp_path) == (1030, 120 + 30)
 
 
+def test_runs_prepared_together_are_laid_end_to_end_though_their_records_differ_by_seconds(tmp_path):
+    """``study run`` prepares every run of an algorithm before the first runs, a second or so apart (regimes-latency:
+    16 runs of sync prepared within 6 s ran for 17 min): each starts when the one before it ended, so the busy time is
+    the sum of their wall times, and a later study run starts at its own preparation."""
+    import json
+    import time as _time
+
+    from bench.study.publish import run_times
+
+    def made(name, created, wall):
+        d = tmp_path / name.split("-")[0] / "emu" / name
+        d.mkdir(parents=True)
+        stamp = _time.strftime("%Y-%m-%dT%H:%M:%S+0000", _time.gmtime(created))
+        (d / "config.json").write_text("{}")
+        (d / "system.json").write_text(json.dumps({"created": stamp}))
+        (d / "summary.json").write_text(json.dumps({"wall_s": wall}))
+
+    t0 = 1_790_000_000
+    for k in range(3):
+        made(f"a-r{k}", t0 + k, 100.0)  # prepared 1 s apart, each ran 100 s after the one before it
+    made("b-r0", t0 + 1000, 50.0)  # the next algorithm's study run, after a pause
+    span, busy = run_times(tmp_path)
+    assert busy == pytest.approx(300 + 50)
+    assert span == pytest.approx(1050)
+
+
 def test_the_t_interval_covers_at_small_n_where_the_percentile_bootstrap_did_not():
     """The coverage simulation behind the choice of interval (docs/statistics.md): at n = 5 normal log-ratios, the
     t-interval holds its 95 % (4,000 replicates: +-0.007 of binomial noise), the percentile bootstrap falls well short."""
