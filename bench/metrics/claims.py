@@ -277,7 +277,8 @@ def tests(rule: Rule, cells: pd.DataFrame) -> pd.DataFrame:
 
 def _cpu_note(rule: Rule, cells: pd.DataFrame) -> str:
     """Where the methods compared had different total CPU (an emulated parameter server is a host more), the
-    difference, in every verdict (``cpu_cores``: the sum of the hosts' shares)."""
+    difference, in every verdict (``cpu_cores``: the sum of the hosts' shares); ``cells``: those of the rule's tests
+    only (sync at 2 hosts of 0.9 of a core is not sync at 4 of 0.36)."""
     if "cpu_cores" not in cells:
         return ""
     cores = {a: cells.loc[cells["algorithm"] == a, "cpu_cores"].median() for a in (*rule.subjects, *rule.references)}
@@ -330,7 +331,8 @@ def verdict(rule: Rule, cells: pd.DataFrame) -> dict:
         decide = t.loc[t["effect"].idxmin()]
         v = "reproduced" if support.all() else "inconclusive"
     notes = f"; {int(above_ceiling.sum())} test(s) above the ceiling (measurement suspect)" if above_ceiling.any() else ""
-    notes += _cpu_note(rule, cells)
+    tested = set(t[CELL].astype(str).itertuples(index=False, name=None))  # the CPU of the cells the tests compared
+    notes += _cpu_note(rule, cells[[k in tested for k in cells[CELL].astype(str).itertuples(index=False, name=None)]])
     return {**row, "effect": decide["effect"], "ci_low": decide["ci_low"], "ci_high": decide["ci_high"],
             "n": int(decide["n"]), "verdict": v,
             "evidence": f"{int(support.sum())} of {len(t)} tests support, {int(contradict.sum())} contradict "

@@ -18,6 +18,10 @@ from .readme import published_readme
 from .spec import Study, load_study
 
 
+RUN_COLUMNS = ["run", "algorithm", "hardware", "status", "reason", "wall_s", "git_commit", "dirty", "config_hash",
+               "registration", "judged"]
+
+
 def runs_table(runs: list[Run], registered: dict | None = None) -> pd.DataFrame:
     """runs.csv: every run's key, algorithm, hardware, status (with the reason of a failed one), wall time, and its
     provenance: the commit, whether the tree was dirty, its configuration's hash, the registration it ran under, and
@@ -30,7 +34,7 @@ def runs_table(runs: list[Run], registered: dict | None = None) -> pd.DataFrame:
                      "git_commit": git.get("commit"), "dirty": git.get("dirty"), "config_hash": prov.get("config_sha256"),
                      "registration": ((prov.get("registration") or {}).get("sha256") or "")[:12],
                      "judged": registration.judged(r.system, registered)})
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=RUN_COLUMNS)  # the columns even without runs (a companion not run yet)
 
 
 REFUSED = ("run from a dirty tree", "run without a git record", "run before the registration",
