@@ -96,11 +96,11 @@ def _intervals(runs_dir: Path) -> list[tuple[float, float]]:
             system = json.loads(d.joinpath("system.json").read_text())
             wall = float(json.loads(d.joinpath("summary.json").read_text())["wall_s"])
             created = datetime.datetime.strptime(system["created"], "%Y-%m-%dT%H:%M:%S%z").timestamp()
-            timed.append((created, str(d), wall))
+            timed.append((created, wall))
         except (OSError, ValueError, KeyError, TypeError):
             untimed.append((d.joinpath("config.json").stat().st_mtime, d.joinpath("summary.json").stat().st_mtime))
     out, end = list(untimed), float("-inf")
-    for created, _, wall in sorted(timed):
+    for created, wall in sorted(timed, key=lambda t: t[0]):  # stable: runs prepared in one second keep their order
         start = max(created, end)
         end = start + wall
         out.append((start, end))
