@@ -49,7 +49,8 @@ def lost_rank(lines, over_ssh: bool, hosts_by_rank: list[str] | None = None) -> 
     2. its exit code says lost or killed and a peer's transport saw its connection close ("Connection closed by
        peer [ADDR]" or a read or write error on it, ADDR the host of that rank alone): it went first, even where a peer's secondary error
        ("Horovod has been shut down") reached horovodrun before ssh reported the loss;
-    3. horovodrun reported no exit for it at all (it ended the job first, before ssh reported the loss) and a
+    3. horovodrun reported no exit for it at all (it ended the job first, before ssh reported the loss), or only a
+       signal's exit code after it began terminating (its own SIGTERM, reaching an ssh client that was stalled), and a
        peer's transport saw its connection close before horovodrun terminated anyone: the reason then says only
        that its connection closed first, not how it ended.
 
@@ -76,13 +77,22 @@ def lost_rank(lines, over_ssh: bool, hosts_by_rank: list[str] | None = None) -> 
             seen_by.setdefault(on_host[0], peer)
             if before_termination:
                 seen_early.setdefault(on_host[0], peer)
-    for rank, code, _ in exits:
+    late_signal = {}  # rank -> a signal's exit code reported after the termination began: horovodrun's own SIGTERM
+    for rank, code, before_termination in exits:
         why = lost_rank_reason(code, over_ssh)
         if why is not None and rank in seen_by:
-            return rank, f"{why}, and rank {seen_by[rank]} saw its connection close first"
+            if before_termination or code == SSH_FAILED:
+                return rank, f"{why}, and rank {seen_by[rank]} saw its connection close first"
+            late_signal.setdefault(rank, code)
     reported = {rank for rank, _, _ in exits}
     for rank, peer in seen_early.items():
-        if rank not in reported and peer in reported:
+        if peer not in reported:
+            continue
+        if rank in late_signal:
+            return rank, (f"its connection closed first (rank {peer} saw it close; its exit code "
+                          f"{late_signal[rank]} came after horovodrun began ending the job, so it is horovodrun's "
+                          f"own signal, not how the rank was lost)")
+        if rank not in reported:
             return rank, (f"its connection closed first (rank {peer} saw it close; horovodrun ended the job before "
                           f"reporting this rank's exit)")
     return None

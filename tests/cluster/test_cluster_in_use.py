@@ -145,9 +145,12 @@ def test_a_rank_lost_after_its_peer_failed_first_is_still_named(tmp_path):
     assert proc.returncode == 1, output[-3000:]
     log = (out / "launch.log").read_text()
     reason = load_run(out).summary["reason"]
-    if "Process 1 exit with status code" in log:  # ssh's 255 reached horovodrun after rank 0's failure
+    if "Process 1 exit with status code 255." in log:  # ssh's 255 reached horovodrun after rank 0's failure
         assert log.index("Process 0 exit with status code 1.") < log.index("Process 1 exit with status code"), log[-3000:]
         assert reason.startswith("rank 1: lost over ssh") and "rank 0 saw its connection close first" in reason, reason
+    elif "Process 1 exit with status code" in log:  # horovodrun's SIGTERM reached the resumed ssh first (143, in CI)
+        assert log.index("Process 0 exit with status code 1.") < log.index("Process 1 exit with status code"), log[-3000:]
+        assert reason.startswith("rank 1: its connection closed first (rank 0 saw it close; its exit code"), reason
     else:  # horovodrun ended the job before reporting rank 1's exit at all (seen once in a fresh-clone run)
         assert "Process 0 exit with status code 1." in log, log[-3000:]
         assert reason.startswith("rank 1: its connection closed first (rank 0 saw it close"), reason
