@@ -37,7 +37,9 @@ shares keeps it.
 
 :func:`check_allocation` is what ``bench run`` checks of a hardware profile that takes its hosts from a
 Slurm allocation (``hostfile: pipelines/hosts/slurm.txt``: ``slurm``, ``emu-slurm``): it must run inside
-an allocation (``SLURM_JOB_ID``), and the allocation must hold every process of the run.
+an allocation (``SLURM_JOB_ID``), and the allocation must hold every process of the run. Such a run reads the
+hostfile of its own job (:func:`job_hostfile`, ``pipelines/hosts/slurm-<job id>.txt``), never a file that another job
+from the same checkout may have rewritten.
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from .. import BenchError
+from .. import BenchError, short
 from . import cgroups, sh, sshd
 from .spec import BRIDGE_ADDRESS, DIR, PREFIX, SSH_PORT, State
 
@@ -64,7 +66,8 @@ CTLD_HOST = f"{PREFIX}-launcher"
 CTLD_PORT = 16817
 SLURMD_PORT = 16818
 PARTITION = PREFIX
-#: The hostfile a Slurm hardware profile reads; ``pipelines/slurm/bench.sbatch`` writes it from the allocation.
+#: The hostfile a Slurm hardware profile names: it marks the profile as one whose hosts are an allocation's (the
+#: launcher reads the job's own file in its place, :func:`job_hostfile`).
 SLURM_HOSTFILE = "pipelines/hosts/slurm.txt"
 BINARIES = ("munged", "slurmctld", "slurmd", "sbatch", "sinfo", "scontrol")
 
@@ -290,9 +293,32 @@ def status_lines() -> list[str]:
 
 def uses_allocation(cfg) -> bool:
     """True if the run's hardware profile takes its hosts from a Slurm allocation (its hostfile is
-    :data:`SLURM_HOSTFILE`, written by ``pipelines/slurm/bench.sbatch``)."""
+    :data:`SLURM_HOSTFILE`; the launcher reads the job's own, :func:`job_hostfile`)."""
     hostfile = cfg.launch.hostfile
     return bool(hostfile) and Path(hostfile).as_posix().endswith(SLURM_HOSTFILE)
+
+
+def job_id(cfg, env: dict | None = None) -> str:
+    """The id of the Slurm job a run on a Slurm hardware profile runs in (``SLURM_JOB_ID``); BenchError outside an
+    allocation (or with an id that is not one: it names a file, :func:`job_hostfile`)."""
+    env = os.environ if env is None else env
+    job = env.get("SLURM_JOB_ID", "")
+    if not job:
+        raise BenchError(f"hardware {cfg.launch.hardware!r} runs inside a Slurm allocation and SLURM_JOB_ID is not "
+                         f"set: submit it with pipelines/slurm/run-blocking.sh [SBATCH OPTIONS --] python -m bench "
+                         f"run ... (or choose another --hardware)")
+    if not job.isdigit():
+        raise BenchError(f"SLURM_JOB_ID={short(job)} is not a Slurm job id (digits)")
+    return job
+
+
+def job_hostfile(cfg, env: dict | None = None) -> str:
+    """The hostfile of the Slurm job a run on a Slurm hardware profile runs in, relative to the repository:
+    ``pipelines/slurm/bench.sbatch`` writes one per job, ``pipelines/hosts/slurm-<job id>.txt`` (:data:`SLURM_HOSTFILE`
+    with the job's id), and removes it when the job's command ends, so that two jobs from one checkout never read
+    each other's. BenchError outside an allocation (:func:`job_id`)."""
+    path = Path(SLURM_HOSTFILE)
+    return path.with_stem(f"{path.stem}-{job_id(cfg, env)}").as_posix()
 
 
 def tasks_per_node(text: str) -> list[int]:
@@ -315,11 +341,7 @@ def check_allocation(cfgs: list, processes_of, env: dict | None = None) -> None:
     for cfg in cfgs:
         if not uses_allocation(cfg):
             continue
-        hw = cfg.launch.hardware
-        if not env.get("SLURM_JOB_ID"):
-            raise BenchError(f"hardware {hw!r} runs inside a Slurm allocation and SLURM_JOB_ID is not set: submit it "
-                             f"with pipelines/slurm/run-blocking.sh [SBATCH OPTIONS --] python -m bench run ... (or "
-                             f"choose another --hardware)")
+        job = job_id(cfg, env)
         per_node = tasks_per_node(env.get("SLURM_TASKS_PER_NODE", ""))
         # SLURM_NTASKS (set by --ntasks / --ntasks-per-node) can be below the per-node counts' sum (--ntasks=3 on
         # 2 nodes of 2 CPUs reads 2(x2)): the tasks asked for are what the job may use
@@ -328,7 +350,7 @@ def check_allocation(cfgs: list, processes_of, env: dict | None = None) -> None:
         if tasks < processes:
             servers = processes - cfg.launch.np
             need = f"--np {cfg.launch.np}" + (f" + {servers} server rank(s)" if servers else "")
-            raise BenchError(f"the Slurm allocation (job {env['SLURM_JOB_ID']}) has {tasks} task(s) on {len(per_node)} "
+            raise BenchError(f"the Slurm allocation (job {job}) has {tasks} task(s) on {len(per_node)} "
                              f"node(s), fewer than the {processes} process(es) {cfg.algorithm} needs ({need}): ask for "
                              f"more, e.g. --nodes={processes} --ntasks-per-node=1")
 

@@ -54,7 +54,7 @@ def check_launch(cfgs: list[RunConfig]) -> None:
     they read their config.json with :func:`bench.resolve.load_config`): for a Slurm profile an allocation holding
     every process, each run's :func:`bench.resolve.check_machine` (cores, the emulated cluster's support,
     dataset files...), and the hosts' names and slots against its processes (:func:`bench.launch.command.host_slots`:
-    the hosts list or a hostfile)."""
+    the hosts list or a hostfile, a Slurm job's own)."""
     check_allocation(cfgs, processes)
     for cfg in cfgs:
         check_machine(cfg)

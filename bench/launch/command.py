@@ -11,6 +11,7 @@ from pathlib import Path
 from .. import watchdog
 from ..cluster import horovodrun_args, parse_delay
 from ..cluster.hostfile import check_hostfile
+from ..cluster.slurm import job_hostfile, uses_allocation
 from ..config import HOROVOD_DEFAULTS, RunConfig
 from ..layout import REPO_ROOT
 from ..placement import processes
@@ -38,10 +39,11 @@ def horovodrun_command(cfg: RunConfig, config_path: Path | list[Path], emulated:
 def host_slots(cfg: RunConfig) -> tuple[str, list[tuple[str, int]]] | None:
     """The hosts a run that is not on the emulated cluster is given, with their slots, and where they come from
     (``"hostfile 'F'"``, ``"hosts 'H'"``): the ``hosts`` list, or the hostfile (read and checked,
-    :func:`bench.cluster.hostfile.check_hostfile`).
+    :func:`bench.cluster.hostfile.check_hostfile`), on a Slurm profile the job's own
+    (:func:`bench.cluster.slurm.job_hostfile`: read when the job's launcher asks, after ``bench.sbatch`` wrote it).
     None for a run on this machine alone."""
     launch = cfg.launch
-    hostfile = launch.hostfile
+    hostfile = job_hostfile(cfg) if uses_allocation(cfg) else launch.hostfile
     if hostfile:
         return f"hostfile {hostfile!r}", check_hostfile(REPO_ROOT / hostfile)
     if launch.hosts:

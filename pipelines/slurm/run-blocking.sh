@@ -4,9 +4,12 @@
 # cluster's compute nodes.
 #   pipelines/slurm/run-blocking.sh [SBATCH OPTIONS --] COMMAND ...
 #   pipelines/slurm/run-blocking.sh --nodes=4 -- dvc repro
-# Exit code: the job's; a job that ended otherwise than COMPLETED (cancelled, timed out, node failure) never
-# returns 0 (`sbatch --wait` can: polled while a cancelled job completes, it reads exit code 0). SIGTERM/SIGINT
-# to this script (DVC cancelling the stage, Ctrl-C) cancels the job.
+# Exit code: the job's; 2 at once, with one line, for a request that no node Slurm has up can run (more nodes, or
+# more tasks or CPUs on a node, than the partition has: Slurm would queue it, pending for ever); a job that ended
+# otherwise than COMPLETED (cancelled, timed out, node failure) never returns 0 (`sbatch --wait` can: polled while a
+# cancelled job completes, it reads exit code 0). SIGTERM/SIGINT to this script (DVC cancelling the stage, Ctrl-C)
+# cancels the job.
+# The job's log: results/slurm-<submission time>-<job id>.log (printed), unless -o/--output chooses another.
 # On this machine's emulated cluster (`python -m bench cluster up --slurm`) it finds that cluster's slurm.conf by
 # itself: with SLURM_CONF unset and /run/distbench/dbemu/slurm/slurm.conf present, it sets SLURM_CONF to it and puts
 # the emulated cluster's ssh wrapper first on PATH (the job's horovodrun reaches the other nodes with the suite's keys).
@@ -24,9 +27,30 @@ if [[ " $* " == *" -- "* ]]; then
 fi
 [[ $# -gt 0 ]] || { echo "usage: $0 [SBATCH OPTIONS --] COMMAND ..." >&2; exit 2; }
 here="$(cd "$(dirname "$0")" && pwd)"
-job="$(sbatch --parsable "${opts[@]}" "${here}/bench.sbatch" "$@")"
+# `sbatch --test-only` submits nothing: it exits 1 when the controller finds no nodes that could ever run the request
+# (nodes DOWN or DRAINED count as absent, nodes busy with other jobs do not); a real submission of it would be queued
+# (EnforcePartLimits=NO, Slurm's default: pending with reason PartitionNodeLimit or Resources) and waited on for ever
+if ! err="$(sbatch --test-only "${opts[@]}" "${here}/bench.sbatch" "$@" 2>&1)"; then
+  have="$(sinfo -h -o '%P %D node(s) %t, %c CPUs each' 2>/dev/null | head -n 8 | paste -sd ';' - | sed 's/;/; /g' || true)"
+  echo "run-blocking.sh: Slurm cannot run this request (${opts[*]:-the defaults of bench.sbatch}) on the nodes it has" \
+       "(${have:-sinfo lists none}): $(tail -n 1 <<< "${err}")" >&2
+  exit 2
+fi
+# the job's log names its submission time too: job ids start again at 1 with a new controller (the emulated
+# cluster's, after `cluster down` and `up --slurm`), and a log is never overwritten
+log=("--output=results/slurm-$(date +%Y%m%dT%H%M%S)-%j.log")
+for opt in "${opts[@]}"; do
+  case "${opt}" in -o* | --ou*) log=() ;; esac  # -o FILE, -oFILE, --output[=]FILE (or a prefix of it): the user's
+done
+[[ ${#log[@]} -eq 0 ]] || mkdir -p results
+job="$(sbatch --parsable "${log[@]}" "${opts[@]}" "${here}/bench.sbatch" "$@")"
 job="${job%%;*}"
-echo "Submitted batch job ${job}"
+if [[ ${#log[@]} -gt 0 ]]; then
+  path="${log[0]#--output=}"
+  echo "Submitted batch job ${job} (log: ${path//%j/${job}})"
+else
+  echo "Submitted batch job ${job}"
+fi
 trap 'scancel "${job}" 2>/dev/null || true; trap - TERM INT; kill -TERM $$' TERM INT
 # squeue lists the job until it has ended on every node (states PD, R, CG); then its record says how it ended
 wait_s=1

@@ -82,10 +82,26 @@ def blocking(repo: Path, sbatch: list[str], *cmd: str, timeout: float = 300) -> 
                           capture_output=True, text=True, timeout=timeout)
 
 
-def job_log(repo: Path, proc: subprocess.CompletedProcess) -> str:
+def job_id(proc: subprocess.CompletedProcess) -> str:
     m = re.search(r"Submitted batch job (\d+)", proc.stdout)
     assert m, proc.stdout + proc.stderr
-    return (repo / "results" / f"slurm-{m.group(1)}.log").read_text()
+    return m.group(1)
+
+
+def job_log_path(repo: Path, proc: subprocess.CompletedProcess) -> Path:
+    """The job's log, as run-blocking.sh names it (results/slurm-<submission time>-<job id>.log)."""
+    m = re.search(r"Submitted batch job (\d+) \(log: (results/slurm-\d{8}T\d{6}-\1\.log)\)", proc.stdout)
+    assert m, proc.stdout + proc.stderr
+    return repo / m.group(2)
+
+
+def job_log(repo: Path, proc: subprocess.CompletedProcess) -> str:
+    return job_log_path(repo, proc).read_text()
+
+
+def job_hostfiles(repo: Path) -> list[Path]:
+    """The jobs' hostfiles left in the checkout (bench.sbatch removes its job's when the command ends)."""
+    return sorted((repo / "pipelines" / "hosts").glob("slurm*.txt"))
 
 
 def squeue() -> str:
@@ -109,10 +125,12 @@ def test_outside_an_allocation_and_too_small_an_allocation_are_refused(repo):
 
 
 def test_hostfile_expands_the_compressed_task_counts(repo):
-    proc = blocking(repo, ["--nodes=2", "--ntasks-per-node=2"], "sh", "-c", "echo tasks=$SLURM_TASKS_PER_NODE")
+    """The job's own hostfile (pipelines/hosts/slurm-<job id>.txt), gone with its job."""
+    proc = blocking(repo, ["--nodes=2", "--ntasks-per-node=2"], "sh", "-c",
+                    "echo tasks=$SLURM_TASKS_PER_NODE; cat pipelines/hosts/slurm-$SLURM_JOB_ID.txt")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "tasks=2(x2)" in job_log(repo, proc)
-    assert (repo / "pipelines" / "hosts" / "slurm.txt").read_text() == "dbemu-h0 slots=2\ndbemu-h1 slots=2\n"
+    assert "tasks=2(x2)\ndbemu-h0 slots=2\ndbemu-h1 slots=2\n" in job_log(repo, proc)
+    assert job_hostfiles(repo) == []
 
 
 def test_sync_runs_on_both_allocated_hosts_into_the_study(repo):
@@ -125,9 +143,8 @@ def test_sync_runs_on_both_allocated_hosts_into_the_study(repo):
     assert json.loads((run / "summary.json").read_text())["status"] == "ok"
     system = json.loads((run / "system.json").read_text())
     assert system["hosts_by_rank"] == ["dbemu-h0", "dbemu-h1"]  # the allocation's nodes, one rank on each
-    assert (repo / "pipelines" / "hosts" / "slurm.txt").read_text() == "dbemu-h0 slots=1\ndbemu-h1 slots=1\n"
     command = system["launch_command"]
-    assert command[command.index("-H") + 1] == "dbemu-h0:1,dbemu-h1:1"  # the hostfile, read by the launcher
+    assert command[command.index("-H") + 1] == "dbemu-h0:1,dbemu-h1:1"  # the job's hostfile, read by the launcher
 
 
 def test_dvc_stage_waits_on_a_parameter_server_job(repo):
@@ -177,9 +194,95 @@ def test_scancel_ends_every_process_and_fails_the_run(repo):
         time.sleep(0.5)
     assert squeue() == ""
     summary = json.loads((out / "summary.json").read_text())
+    # the launcher ended the job and marked the run before the batch shell ended (slurmstepd SIGKILLs what is left of
+    # a job once its batch shell has ended: bench.sbatch waits for its command), and the shell removed the hostfile
     assert summary["status"] == "failed" and "SIGTERM" in summary["reason"], summary
     assert "ended CANCELLED" in output
     assert (out / "rank0.jsonl").stat().st_size > 0  # what was written before the cancel stays
+    assert job_hostfiles(repo) == []
+
+
+def test_an_allocation_larger_than_the_run_runs_it(repo):
+    """2 nodes of 2 tasks, a run of 2 processes: horovodrun is given the run's processes only (it starts a rank on
+    every slot it is given: before issue 40 this run started 4 ranks and failed)."""
+    out = repo / "results" / "larger"
+    proc = blocking(repo, ["--nodes=2", "--ntasks-per-node=2"], "python", "-m", "bench", "run", "sync", "--np", "2",
+                    "--hardware", "slurm", "--out", str(out), *TINY, "--set", "max_steps=8")
+    assert proc.returncode == 0, job_log(repo, proc)[-4000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["status"] == "ok", summary
+    system = json.loads((out / "system.json").read_text())
+    assert system["hosts_by_rank"] == ["dbemu-h0", "dbemu-h0"]  # the first node's 2 slots
+    command = system["launch_command"]
+    assert command[command.index("-H") + 1] == "dbemu-h0:2"
+
+
+def test_two_jobs_from_one_checkout_each_run_on_their_own_node(repo):
+    """Two jobs at once from one checkout, a node each: each launcher reads its own job's hostfile (before issue 40
+    both jobs wrote pipelines/hosts/slurm.txt, and the first job's run went to the second job's node). Each job waits
+    5 s before its run, so that both hostfiles exist when either is read."""
+    procs = {}
+    for name in ("first", "second"):
+        cmd = ["pipelines/slurm/run-blocking.sh", "--nodes=1", "--ntasks-per-node=1", "--exclusive", "--", "sh", "-c",
+               f"echo node=$SLURM_JOB_NODELIST; sleep 5; python -m bench run sync --np 1 --hardware slurm "
+               f"--out results/{name} {' '.join(TINY)} --set max_steps=8"]
+        procs[name] = subprocess.Popen(cmd, cwd=repo, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                       text=True)
+        time.sleep(1)
+    nodes = {}
+    for name, p in procs.items():
+        out, err = p.communicate(timeout=300)
+        log = job_log(repo, subprocess.CompletedProcess(p.args, p.returncode, out, err))
+        assert p.returncode == 0, log[-3000:] + err
+        nodes[name] = re.search(r"node=(\S+)", log).group(1)
+        system = json.loads((repo / "results" / name / "system.json").read_text())
+        assert system["hosts_by_rank"] == [nodes[name]], (name, log[-3000:])  # its own node, not the other job's
+    assert sorted(nodes.values()) == ["dbemu-h0", "dbemu-h1"]
+    assert job_hostfiles(repo) == []
+
+
+def test_an_impossible_request_is_refused_at_once(repo):
+    """More nodes than the cluster has: one line, exit 2, nothing queued (before issue 40 Slurm queued the job, pending
+    for ever, and run-blocking.sh waited on it)."""
+    t0 = time.time()
+    proc = blocking(repo, ["--nodes=5"], "true", timeout=60)
+    assert proc.returncode == 2 and time.time() - t0 < 30, (proc.stdout, proc.stderr)
+    assert proc.stderr.count("\n") == 1 and "Slurm cannot run this request (--nodes=5)" in proc.stderr, proc.stderr
+    assert "2 node(s) idle" in proc.stderr, proc.stderr  # what the cluster has
+    assert "Submitted" not in proc.stdout and squeue() == ""
+
+
+def test_injection_through_the_environment_is_refused_and_values_stay_inert(repo, tmp_path):
+    """Through sbatch, bench.sbatch and horovodrun's ssh to the other node: an env name that is not an identifier is
+    refused in the job before launch (exit 2, the job's exit code); a value of shell metacharacters reaches the ranks
+    as text (the file it names is never created)."""
+    marker = tmp_path / "injected"
+    bad = blocking(repo, ["--nodes=2", "--ntasks-per-node=1"], "python", "-m", "bench", "run", "sync", "--np", "2",
+                   "--hardware", "slurm", "--out", str(repo / "results" / "inject"), *TINY,
+                   "--set", f"env={{'A;touch {marker};B': x}}")
+    assert bad.returncode == 2 and "is not an environment variable's name" in job_log(repo, bad), bad.stderr
+    ok = blocking(repo, ["--nodes=2", "--ntasks-per-node=1"], "python", "-m", "bench", "run", "sync", "--np", "2",
+                  "--hardware", "slurm", "--out", str(repo / "results" / "inert"), *TINY, "--set", "max_steps=4",
+                  "--set", f"env={{'BENCH_PROBE': 'x;touch {marker};$(touch {marker})`touch {marker}`'}}")
+    assert ok.returncode == 0, job_log(repo, ok)[-3000:]
+    assert json.loads((repo / "results" / "inert" / "system.json").read_text())["hosts_by_rank"] == ["dbemu-h0",
+                                                                                                    "dbemu-h1"]
+    assert not marker.exists() and not (repo / "results" / "inject").exists()
+
+
+def test_job_logs_are_not_overwritten_when_slurm_starts_anew(repo):
+    """A new controller starts its job ids again (the emulated cluster's, after ``cluster down`` and ``up --slurm``):
+    two jobs with one id keep a log each (before issue 40 both wrote results/slurm-<id>.log, the second over the
+    first)."""
+    procs = []
+    for text in ("first job", "second job"):
+        cluster("down")
+        cluster("up", "--hosts", "2", "--slurm")
+        procs.append(blocking(repo, ["--nodes=1"], "sh", "-c", f"echo {text}"))
+        assert procs[-1].returncode == 0, procs[-1].stdout + procs[-1].stderr
+    assert job_id(procs[0]) == job_id(procs[1])  # Slurm anew: the same job id
+    assert job_log_path(repo, procs[0]) != job_log_path(repo, procs[1])
+    assert [job_log(repo, p).strip() for p in procs] == ["first job", "second job"]
 
 
 def test_a_node_that_dies_fails_the_run_without_a_hang(repo):
