@@ -248,7 +248,8 @@ def tests(rule: Rule, cells: pd.DataFrame) -> pd.DataFrame:
     """The rule's tests in ``cells`` (a regimes cells table with ``repeat`` and ``point``): one row per subject,
     reference and cell with the paired ratio, n, the ceiling where it applies and the one-sided p-values before
     the Holm correction (:func:`verdict` applies it across the tests it judges)."""
-    cols = [*CELL, "subject", "reference", "effect", "ci_low", "ci_high", "n", "ceiling", "p_support", "p_contradict"]
+    cols = [*CELL, "subject", "reference", "effect", "ci_low", "ci_high", "n", "ceiling", "p_support", "p_contradict",
+            "censored", "censored_ref"]
     if cells.empty:
         return pd.DataFrame(columns=cols)
     df = with_straggler_pace(cells) if rule.metric == "straggler_pace" else cells
@@ -269,9 +270,12 @@ def tests(rule: Rule, cells: pd.DataFrame) -> pd.DataFrame:
                 r = censored_ratio(both, rule.metric, rule.threshold) if rule.metric == "time_to_target_s" else \
                     paired_ratio(both[rule.metric], both[f"{rule.metric}_ref"], HIGHER_IS_BETTER.get(rule.metric, True),
                                  rule.threshold)
+                censored = [int(both[c].fillna(False).astype(bool).sum()) if rule.metric == "time_to_target_s"
+                            and c in both else 0 for c in ("censored", "censored_ref")]
                 rows.append({**cell, "subject": subject, "reference": reference, "effect": r["effect"],
                              "ci_low": r["ci_low"], "ci_high": r["ci_high"], "n": r["n"], "ceiling": ceiling,
-                             "p_support": r["p_above"], "p_contradict": r["p_below"]})
+                             "p_support": r["p_above"], "p_contradict": r["p_below"], "censored": censored[0],
+                             "censored_ref": censored[1]})
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -294,6 +298,18 @@ def _delay(row) -> str:
     return "" if delay in ("", "0ms") or not isinstance(delay, str) else f" +{delay}"
 
 
+def _censored(row) -> str:
+    """What a test's effect is where runs never reached the target (:func:`bench.metrics.stats.censored_ratio`): a
+    bound, not a value, said beside it (nothing where every run reached it)."""
+    if not (row.censored or row.censored_ref):
+        return ""
+    bound = ("an upper bound: it cannot support" if row.censored and not row.censored_ref else
+             "a lower bound: it cannot contradict" if row.censored_ref and not row.censored else
+             "bounds both ways: it can neither support nor contradict")
+    return (f" (never reached the target: {row.subject} in {row.censored}, {row.reference} in {row.censored_ref} "
+            f"run(s); the effect is {bound})")
+
+
 def _fmt(v: float, spec: str = ".2f") -> str:
     return "n/a" if v is None or not math.isfinite(float(v)) else format(float(v), spec)
 
@@ -309,7 +325,8 @@ def verdict(rule: Rule, cells: pd.DataFrame) -> dict:
                             f"{', '.join(rule.references)} where the rule applies); {PUBLISHED}"}
     lines = [f"{r.subject} vs {r.reference} at {r.link}{_delay(r)}/{r.straggler}/np{r.np}{'/' + r.point if r.point else ''}: "
              f"x{_fmt(r.effect)} [{_fmt(r.ci_low)}, {_fmt(r.ci_high)}], n={r.n}"
-             + (f", ceiling {_fmt(r.ceiling)}" if math.isfinite(r.ceiling) else "") for r in t.itertuples()]
+             + (f", ceiling {_fmt(r.ceiling)}" if math.isfinite(r.ceiling) else "") + _censored(r)
+             for r in t.itertuples()]
     few = t["n"] < MIN_N
     if few.all():
         worst = t.loc[t["n"].idxmin()]

@@ -275,6 +275,19 @@ def test_a_censored_time_to_target_bounds_the_comparison_one_way_only():
     assert r["n"] == 0 and r["outcome"] == "inconclusive"
 
 
+def test_a_claims_evidence_says_where_runs_never_reached_the_target():
+    """A subject that never reaches the target within its epochs ends sooner than sync: its 'time' is a bound, and the
+    evidence beside the effect says so (regimes-lm's LASGD read x2.24 [2.06, 2.44] with nothing saying it was one)."""
+    cells = cells_frame({"lasgd": 2.0, "sgp": 1.5}, repeats=5, link="42mbit", comm_share=0.8)
+    cells.loc[cells["algorithm"] == "lasgd", "censored"] = True
+    row = by_source(claims.claims(cells, registration=REG), "LASGD, 2022")
+    assert row["verdict"] == "inconclusive" and row["effect"] > 1
+    assert "never reached the target: lasgd in 5, sync in 0 run(s); the effect is an upper bound: it cannot support" \
+        in row["evidence"] and "lasgd in 5, sgp in 0 run(s)" in row["evidence"]
+    assert "never reached" not in by_source(claims.claims(cells_frame({"sgp": 2.0}, repeats=5, comm_share=0.8),
+                                                          registration=REG), "Assran et al. 2019")["evidence"]
+
+
 def test_the_reports_summary_gives_each_configuration_its_median_interval_and_censored_repeats(tmp_path):
     from bench.metrics.report import summary_table
 
