@@ -249,7 +249,7 @@ def tests(rule: Rule, cells: pd.DataFrame) -> pd.DataFrame:
     reference and cell with the paired ratio, n, the ceiling where it applies and the one-sided p-values before
     the Holm correction (:func:`verdict` applies it across the tests it judges)."""
     cols = [*CELL, "subject", "reference", "effect", "ci_low", "ci_high", "n", "ceiling", "p_support", "p_contradict",
-            "censored", "censored_ref"]
+            "censored", "censored_ref", "censored_both"]
     if cells.empty:
         return pd.DataFrame(columns=cols)
     df = with_straggler_pace(cells) if rule.metric == "straggler_pace" else cells
@@ -270,12 +270,13 @@ def tests(rule: Rule, cells: pd.DataFrame) -> pd.DataFrame:
                 r = censored_ratio(both, rule.metric, rule.threshold) if rule.metric == "time_to_target_s" else \
                     paired_ratio(both[rule.metric], both[f"{rule.metric}_ref"], HIGHER_IS_BETTER.get(rule.metric, True),
                                  rule.threshold)
-                censored = [int(both[c].fillna(False).astype(bool).sum()) if rule.metric == "time_to_target_s"
-                            and c in both else 0 for c in ("censored", "censored_ref")]
+                a_c, r_c = (both[c].fillna(False).astype(bool) if rule.metric == "time_to_target_s" and c in both
+                            else pd.Series(False, index=both.index) for c in ("censored", "censored_ref"))
+                censored = [int((a_c & ~r_c).sum()), int((r_c & ~a_c).sum()), int((a_c & r_c).sum())]
                 rows.append({**cell, "subject": subject, "reference": reference, "effect": r["effect"],
                              "ci_low": r["ci_low"], "ci_high": r["ci_high"], "n": r["n"], "ceiling": ceiling,
                              "p_support": r["p_above"], "p_contradict": r["p_below"], "censored": censored[0],
-                             "censored_ref": censored[1]})
+                             "censored_ref": censored[1], "censored_both": censored[2]})
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -299,15 +300,17 @@ def _delay(row) -> str:
 
 
 def _censored(row) -> str:
-    """What a test's effect is where runs never reached the target (:func:`bench.metrics.stats.censored_ratio`): a
-    bound, not a value, said beside it (nothing where every run reached it)."""
-    if not (row.censored or row.censored_ref):
+    """What a test's effect is where runs never reached the target (:func:`bench.metrics.stats.censored_ratio`): in
+    the pairs compared, a bound, not a value, said beside it; the pairs where neither run reached it are left out
+    (nothing said where every run reached it)."""
+    if not (row.censored or row.censored_ref or row.censored_both):
         return ""
     bound = ("an upper bound: it cannot support" if row.censored and not row.censored_ref else
              "a lower bound: it cannot contradict" if row.censored_ref and not row.censored else
-             "bounds both ways: it can neither support nor contradict")
-    return (f" (never reached the target: {row.subject} in {row.censored}, {row.reference} in {row.censored_ref} "
-            f"run(s); the effect is {bound})")
+             "bounds both ways: it can neither support nor contradict" if row.censored else "a value")
+    both = f"; {row.censored_both} pair(s) where neither did left out" if row.censored_both else ""
+    return (f" (never reached the target in the {row.n} pairs compared: {row.subject} in {row.censored}, "
+            f"{row.reference} in {row.censored_ref}{both}; the effect is {bound})")
 
 
 def _fmt(v: float, spec: str = ".2f") -> str:

@@ -282,8 +282,13 @@ def test_a_claims_evidence_says_where_runs_never_reached_the_target():
     cells.loc[cells["algorithm"] == "lasgd", "censored"] = True
     row = by_source(claims.claims(cells, registration=REG), "LASGD, 2022")
     assert row["verdict"] == "inconclusive" and row["effect"] > 1
-    assert "never reached the target: lasgd in 5, sync in 0 run(s); the effect is an upper bound: it cannot support" \
-        in row["evidence"] and "lasgd in 5, sgp in 0 run(s)" in row["evidence"]
+    assert "never reached the target in the 5 pairs compared: lasgd in 5, sync in 0; the effect is an upper bound: " \
+        "it cannot support" in row["evidence"] and "lasgd in 5, sgp in 0;" in row["evidence"]
+    # sync's run of repeat 0 censored too: that pair says nothing and is left out, the rest still bound one way
+    cells.loc[(cells["algorithm"] == "sync") & (cells["repeat"] == 0), "censored"] = True
+    row = by_source(claims.claims(cells, registration=REG), "LASGD, 2022")
+    assert "in the 4 pairs compared: lasgd in 4, sync in 0; 1 pair(s) where neither did left out; the effect is an " \
+        "upper bound" in row["evidence"]
     assert "never reached" not in by_source(claims.claims(cells_frame({"sgp": 2.0}, repeats=5, comm_share=0.8),
                                                           registration=REG), "Assran et al. 2019")["evidence"]
 
