@@ -27,15 +27,14 @@ def test_run_stage_refuses_while_a_run_directory_is_held_and_keeps_what_it_does_
     assert dvc(repo, "config", "--local", "core.autostage", "false").returncode == 0
     params = repo / "params.yaml"
     params.write_text(params.read_text().replace("\nstudy: laptop", "\nstudy: smoke", 1))
-    study = repo / "pipelines" / "studies" / "smoke.yaml"  # sync at np 2 only, 2 repeats (the test's time is its runs)
+    study = repo / "pipelines" / "studies" / "smoke.yaml"  # sync at np 2 only (the test's time is its runs)
     text = study.read_text()
     assert "np_by_algorithm: {sync: [1, 2]}" in text and "repeats: 3" in text
-    study.write_text(text.replace("np_by_algorithm: {sync: [1, 2]}", "np_by_algorithm: {sync: [2]}")
-                     .replace("repeats: 3", "repeats: 2"))
+    study.write_text(text.replace("np_by_algorithm: {sync: [1, 2]}", "np_by_algorithm: {sync: [2]}"))
     first = dvc(repo, "repro", "run@sync")
     assert first.returncode == 0, first.stdout[-4000:] + first.stderr[-2000:]
     runs = repo / "results" / "smoke" / "runs" / "sync" / "local"
-    assert sorted(p.name for p in runs.iterdir()) == ["sync-np2-r0", "sync-np2-r1"]
+    assert sorted(p.name for p in runs.iterdir()) == [f"sync-np2-r{k}" for k in range(3)]
 
     # a user's own run into the study, under a planned run's name, still going when the stage is re-run
     held = runs / "sync-np2-r0"
@@ -58,14 +57,14 @@ def test_run_stage_refuses_while_a_run_directory_is_held_and_keeps_what_it_does_
             time.sleep(0.5)
         assert stepping(), user.communicate()[0][-3000:]
         config = (held / "config.json").read_bytes()
-        study.write_text(study.read_text().replace("repeats: 2", "repeats: 1"))  # the stage must run again
+        study.write_text(study.read_text().replace("repeats: 3", "repeats: 2"))  # the stage must run again
         second = dvc(repo, "repro", "run@sync")
         assert second.returncode != 0
         out = second.stdout + second.stderr
         assert f"is in use by pid {user.pid} " in out, out[-3000:]
         assert user.poll() is None and (held / ".lock").exists()  # the holder trains on, in its own directory
         assert (held / "config.json").read_bytes() == config
-        assert len(list(runs.iterdir())) == 2  # nothing removed, nothing run
+        assert len(list(runs.iterdir())) == 3  # nothing removed, nothing run
     finally:
         os.killpg(user.pid, signal.SIGTERM)
         user.communicate(timeout=120)
@@ -73,11 +72,11 @@ def test_run_stage_refuses_while_a_run_directory_is_held_and_keeps_what_it_does_
     assert summary["status"] == "failed" and "SIGTERM" in summary["reason"]  # its own end, in its own directory
     assert (held / "config.json").read_bytes() == config and not (held / ".lock").exists()
 
-    third = dvc(repo, "repro", "run@sync")  # the holder is gone: the stage runs its plan (1 repeat now)
+    third = dvc(repo, "repro", "run@sync")  # the holder is gone: the stage runs its plan (2 repeats now)
     assert third.returncode == 0, third.stdout[-4000:] + third.stderr[-2000:]
-    assert sorted(p.name for p in runs.iterdir()) == ["sync-np2-r0"]
+    assert sorted(p.name for p in runs.iterdir()) == ["sync-np2-r0", "sync-np2-r1"]
     for d in runs.iterdir():
         planned = repo / "results" / "smoke" / "plan" / "sync" / "local" / f"{d.name}.json"
         assert (d / "config.json").read_bytes() == planned.read_bytes()  # the planned runs only, none mixed
         assert json.loads((d / "summary.json").read_text())["status"] == "ok"
-    assert "removed" in third.stdout and "sync-np2-r1" in third.stdout
+    assert "removed" in third.stdout and "sync-np2-r2" in third.stdout
