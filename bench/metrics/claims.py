@@ -270,13 +270,10 @@ def tests(rule: Rule, cells: pd.DataFrame) -> pd.DataFrame:
                 r = censored_ratio(both, rule.metric, rule.threshold) if rule.metric == "time_to_target_s" else \
                     paired_ratio(both[rule.metric], both[f"{rule.metric}_ref"], HIGHER_IS_BETTER.get(rule.metric, True),
                                  rule.threshold)
-                a_c, r_c = (both[c].fillna(False).astype(bool) if rule.metric == "time_to_target_s" and c in both
-                            else pd.Series(False, index=both.index) for c in ("censored", "censored_ref"))
-                censored = [int((a_c & ~r_c).sum()), int((r_c & ~a_c).sum()), int((a_c & r_c).sum())]
                 rows.append({**cell, "subject": subject, "reference": reference, "effect": r["effect"],
                              "ci_low": r["ci_low"], "ci_high": r["ci_high"], "n": r["n"], "ceiling": ceiling,
-                             "p_support": r["p_above"], "p_contradict": r["p_below"], "censored": censored[0],
-                             "censored_ref": censored[1], "censored_both": censored[2]})
+                             "p_support": r["p_above"], "p_contradict": r["p_below"],
+                             **{k: r.get(k, 0) for k in ("censored", "censored_ref", "censored_both")}})
     return pd.DataFrame(rows, columns=cols)
 
 

@@ -203,5 +203,7 @@ def censored_ratio(both: pd.DataFrame, metric: str = "time_to_target_s", thresho
         r["p_below"] = math.nan
         if r["outcome"] == "slower":
             r["outcome"] = "inconclusive"
-    r["censored_pairs"] = int((a_c | r_c).sum())
+    # the pairs where only the algorithm's run, only the reference's, or both were censored (the last left out)
+    r["censored"], r["censored_ref"], r["censored_both"] = (int((a_c & ~r_c).sum()), int((r_c & ~a_c).sum()),
+                                                            int((a_c & r_c).sum()))
     return r
