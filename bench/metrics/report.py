@@ -5,11 +5,23 @@ verdicts: :func:`claims_lines`, the one renderer of claims.csv)."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pandas as pd
 
 from ..results import Run
 from .selection import FAMILIES, family, frame_grid_points, frame_keys
+
+
+IDENTIFIERS = ("run", "git_commit", "config_hash", "registration")
+"""Columns of the suite's tables that are names, never numbers: a 12-digit hash such as ``727525265e09`` is also a
+valid float, and read as one it would print as ``7.275253e+17``."""
+
+
+def read_table(path) -> pd.DataFrame:
+    """A table the suite wrote (``tables/*.csv``, ``runs.csv``) read back with its :data:`IDENTIFIERS` as text;
+    empty where the file does not exist (a study whose analysis did not write it)."""
+    return pd.read_csv(path, dtype=dict.fromkeys(IDENTIFIERS, str)) if Path(path).is_file() else pd.DataFrame()
 
 
 def status_summary(status: pd.DataFrame) -> str:

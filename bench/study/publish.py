@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from .. import BenchError, registration
+from ..metrics.report import read_table
 from ..metrics.selection import key
 from ..results import Run, load_runs
 from .readme import published_readme
@@ -137,7 +138,7 @@ def publish(study: Study, dest: Path) -> list[Path]:
         tables.append(runs_table(runs if s is study else load_runs(s.layout.runs), registered).assign(study=s.name))
         check_registered(s, tables[-1], registered)  # before anything is written
         if (s.layout.tables / "claims.csv").is_file():
-            claims.append(pd.read_csv(s.layout.tables / "claims.csv"))
+            claims.append(read_table(s.layout.tables / "claims.csv"))
     table = pd.concat(tables, ignore_index=True)
     copies = [(f, dest / sub / f.name) for sub, pattern in (("tables", "*.csv"), ("metrics", "*.json"))
               for f in sorted((layout.dir / sub).glob(pattern))]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..metrics.report import claims_lines, interval_text, md_table
+from ..metrics.report import claims_lines, interval_text, md_table, read_table
 from ..metrics.stats import INTERVAL
 from .spec import Study
 
@@ -54,15 +54,11 @@ LIMITS = [
 """What an emulated study cannot show (the README's last section)."""
 
 
-def _csv(path: Path) -> pd.DataFrame:
-    return pd.read_csv(path) if path.is_file() else pd.DataFrame()
-
-
 def speedup_lines(dest: Path) -> list[str]:
     """The README's speedup-over-n section, from ``tables/speedup_summary.csv``: S(n) per grid point, algorithm and
     worker count as median [95 % interval] over the repeats, and the scaling efficiency S(n)/n at the largest n; none
     where no run at more than one worker had a one-worker throughput to divide by."""
-    sm = _csv(dest / "tables" / "speedup_summary.csv")
+    sm = read_table(dest / "tables" / "speedup_summary.csv")
     if sm.empty:
         return []
     sm["point"] = sm["point"].fillna("").astype(str)
@@ -96,7 +92,7 @@ def te_lines(dest: Path) -> list[str]:
     """The README's temporal-efficiency section, from ``tables/te_grid.csv`` and ``metrics/temporal_efficiency.json``:
     E(a, b) per hardware, workers and hyperparameter value, geometric mean [95 % t-interval] over the seeds and the winner; none
     where no configuration ran both algorithms."""
-    grid, metrics = _csv(dest / "tables" / "te_grid.csv"), dest / "metrics" / "temporal_efficiency.json"
+    grid, metrics = read_table(dest / "tables" / "te_grid.csv"), dest / "metrics" / "temporal_efficiency.json"
     if grid.empty or not metrics.is_file() or grid["E"].isna().all():
         return []
     ab = json.loads(metrics.read_text()).get("grid") or {}
@@ -138,12 +134,12 @@ def provenance_lines(runs: pd.DataFrame) -> list[str]:
 
 def _delayed(dest: Path) -> bool:
     """Whether any of the study's links had a delay (``tables/links.csv``'s ``link_delay``; absent: none)."""
-    lk = _csv(dest / "tables" / "links.csv")
+    lk = read_table(dest / "tables" / "links.csv")
     return "link_delay" in lk and bool((lk["link_delay"].fillna("0ms").astype(str) != "0ms").any())
 
 
 def _links_lines(dest: Path, calibrated: bool) -> list[str]:
-    lk = _csv(dest / "tables" / "links.csv")
+    lk = read_table(dest / "tables" / "links.csv")
     if lk.empty:
         return []
     return ["", f"## The links (`tables/links.csv`{', `calibration.json`' if calibrated else ''})", "",
@@ -157,7 +153,7 @@ def _links_lines(dest: Path, calibrated: bool) -> list[str]:
 
 
 def _noise_lines(dest: Path) -> list[str]:
-    sm = _csv(dest / "tables" / "regimes_summary.csv")
+    sm = read_table(dest / "tables" / "regimes_summary.csv")
     if sm.empty:
         return []
     tp = sm[(sm["metric"] == "throughput") & (sm["n"] >= 3)]
@@ -188,7 +184,7 @@ def published_readme(study: Study, dest: Path, runs: pd.DataFrame, span_s: float
     if (dest / "NOTES.md").is_file():
         lines += ["", "What surprised us, and why: [NOTES.md](NOTES.md)."]
     lines += provenance_lines(runs)
-    claims = claims_lines(_csv(dest / "tables" / "claims.csv"))
+    claims = claims_lines(read_table(dest / "tables" / "claims.csv"))
     if claims:
         lines += ["", "## The seed papers' claims (`tables/claims.csv`)", "", *claims]
     lines += _links_lines(dest, calibrated) + _noise_lines(dest) + speedup_lines(dest) + te_lines(dest)

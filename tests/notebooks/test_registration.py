@@ -9,9 +9,9 @@ import os
 import subprocess
 import sys
 
-import pandas as pd
 import pytest
 
+from bench.metrics.report import read_table
 from conftest import copy_repository
 
 STUDY = """description: sync at np 1 for a few steps, 2 repeats (tests/notebooks/test_registration.py)
@@ -63,11 +63,11 @@ def test_register_commit_run_publish_and_refuse_dirty_or_foreign_runs(tmp_path):
     bench(repo, "study", "analyse", "regimes", "--study", "reg")
     dest = tmp_path / "published"
     bench(repo, "study", "publish", "--study", "reg", "--to", str(dest))
-    runs = pd.read_csv(dest / "runs.csv", keep_default_na=False)
+    runs = read_table(dest / "runs.csv").fillna("")
     sha = hashlib.sha256(reg_file.read_bytes()).hexdigest()
     assert (runs["registration"] == sha[:12]).all() and (runs["judged"] == "").all()
     assert set(runs["dirty"].astype(str)) == {"False"} and runs["config_hash"].str.len().eq(64).all()
-    claims = pd.read_csv(dest / "tables" / "claims.csv")
+    claims = read_table(dest / "tables" / "claims.csv")
     assert (claims["registration"] == sha[:12]).all()
     assert "## Registration and provenance" in (dest / "README.md").read_text()
 

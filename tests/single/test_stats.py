@@ -464,6 +464,23 @@ def test_the_claims_table_is_rendered_once_for_the_report_the_regimes_notebook_a
     assert ">point<" not in html and ">tag<" not in html and "row_heading" not in html
 
 
+def test_a_hash_that_reads_as_a_number_stays_a_name_in_the_tables_and_the_rendered_claims(tmp_path):
+    """A registration hash or commit of hex digits can also be a float (727525265e09) or an integer: read back
+    from claims.csv or runs.csv it must still be the text that was written (a fresh clone's CI met one)."""
+    from bench.metrics.report import claims_lines, read_table
+
+    table = claims.claims(cells_frame({"delayed": 1.3}, repeats=5), registration={**REG, "sha256": "727525265e09" + "0" * 52})
+    table.to_csv(tmp_path / "claims.csv", index=False)
+    pd.DataFrame({"run": ["1e3"], "git_commit": ["0123456"], "config_hash": ["12e4"], "registration": ["727525265e09"],
+                  "wall_s": [1.5]}).to_csv(tmp_path / "runs.csv", index=False)
+    back = read_table(tmp_path / "claims.csv")
+    assert (back["registration"] == "727525265e09").all()
+    assert "registration `727525265e09`" in claims_lines(back)[0]
+    runs = read_table(tmp_path / "runs.csv")
+    assert runs.iloc[0][["run", "git_commit", "config_hash", "registration"]].tolist() == ["1e3", "0123456", "12e4", "727525265e09"]
+    assert runs["wall_s"].dtype == float and read_table(tmp_path / "absent.csv").empty
+
+
 def test_a_claim_is_judged_on_its_repeated_cells_and_says_which_it_left_out():
     five = cells_frame({"delayed": 1.3, "layerwise": 1.25}, repeats=5)
     one = cells_frame({"delayed": 0.5, "layerwise": 0.5}, repeats=1, link="1gbit")
