@@ -3,6 +3,7 @@
 ``python -m bench.perf NAME [options]`` runs ``bench/perf/NAME.py``'s ``main(argv)``:
 
 - ``overhead``  — ``sync`` at np=1 against a plain PyTorch loop; ``sync`` against ``ddp`` at np=2.
+- ``horovod_best`` — the plain Horovod loop at candidate settings beside plain DDP: Horovod's best for a workload.
 - one module per algorithm family (see each module's docstring).
 
 They are not tests: the machine is small and noisy, so they report medians of repeats and

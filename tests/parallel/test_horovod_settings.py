@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import torch
 
 from bench.perf.horovod_knobs import summarize_timeline
@@ -73,3 +75,24 @@ def test_grouped_allreduce_trains_as_per_gradient_allreduces_and_records_each_th
             assert rank["horovod"]["threads"] >= 1 and rank["horovod"]["cpu_s"] > 0  # Horovod's background thread
             assert rank["main"]["threads"] == 1
             assert 0 < rank["main"]["cpu_s"] <= rank["wall_s"] * 1.05  # one thread: at most one core
+
+
+def test_horovod_best_runs_each_candidates_plain_horovod_loop_beside_plain_ddp(tmp_path, capsys):
+    """``python -m bench.perf horovod_best``: under real horovodrun, the plain Horovod loop once per candidate (the
+    profile's settings, Horovod's defaults and each ``--candidate`` on top of the profile's) and the plain DDP loop,
+    each repeat; the JSON keeps every measurement with the settings it ran at, and the best candidate is named."""
+    from bench.perf import horovod_best
+
+    out = tmp_path / "best.json"
+    assert horovod_best.main(["--profile", "tiny", "--set", "max_steps=30", "--candidate", "c5:cycle_time_ms=5",
+                              "--repeats", "1", "--json", str(out)]) == 0
+    rec = json.loads(out.read_text())
+    assert list(rec["repeats"]) == ["profile", "defaults", "c5", "ddp"]
+    assert all(len(v) == 1 and v[0]["throughput"] > 0 for v in rec["repeats"].values())
+    profile = rec["repeats"]["profile"][0]["settings"]
+    assert profile["wait_sleep_us"] == 250 and "cycle_time_ms" not in profile  # the local profile's settings
+    assert rec["repeats"]["c5"][0]["settings"] == {**profile, "cycle_time_ms": 5.0}
+    assert rec["repeats"]["defaults"][0]["settings"] == {}
+    rows = {r["candidate"]: r for r in rec["summary"]}
+    assert rows["profile"]["profile_effect"] == 1.0 and rows["c5"]["ddp_n"] == 1 and rows["c5"]["ddp_effect"] > 0
+    assert "best: " in capsys.readouterr().out

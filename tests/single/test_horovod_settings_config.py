@@ -152,3 +152,17 @@ def test_sleeping_wait_is_the_suites_setting_not_a_horovod_variable():
     assert "spinning" in horovod_record(resolve("sync", np=1, profile="tiny", overrides={"horovod": {}}), {})["effective"]["wait_sleep_us"]
     with pytest.raises(BenchError, match=r"horovod.wait_sleep_us must be in \(0, 10000\] microseconds, got 0"):
         resolve("sync", np=1, profile="tiny", overrides={"horovod": {"wait_sleep_us": 0}})
+
+
+@pytest.mark.parametrize("candidate, fragment", [
+    ("c0.1", "expected NAME:KEY=VALUE"),
+    ("profile:cycle_time_ms=0.1", "with a new NAME"),
+    ("c:cycle=1", "unknown horovod setting 'cycle'; valid: autotune"),
+    ("c:cycle_time_ms=-1", "horovod.cycle_time_ms must be > 0"),
+])
+def test_horovod_best_refuses_a_bad_candidate_in_one_line_before_anything_runs(candidate, fragment, capsys):
+    from bench.perf import horovod_best
+
+    assert horovod_best.main(["--profile", "tiny", "--candidate", candidate]) == 2
+    err = capsys.readouterr().err
+    assert fragment in err and len(err.strip().splitlines()) == 1
