@@ -378,3 +378,31 @@ def claims(cells: pd.DataFrame, rules: tuple[Rule, ...] | None = None, registrat
                 row["verdict"] = f"exploratory: {row['verdict']}"
             rows.append(row)
     return pd.DataFrame(rows, columns=COLUMNS)
+
+
+NOT_REGISTERED = "not registered on this workload: its study does not run this claim's cells"
+"""The evidence of a claim's row for a workload whose study did not register the claim (:func:`every_workload`)."""
+
+
+def every_workload(tables: list[pd.DataFrame]) -> pd.DataFrame:
+    """Several studies' claims.csv as one table with a row per claim and workload: grouped by claim (in order of first
+    appearance), a claim that a workload's study did not register gets a ``not testable here`` row saying so
+    (:data:`NOT_REGISTERED`), so that a reader sees on which workloads each verdict holds and on which it was not
+    tried."""
+    table = pd.concat(tables, ignore_index=True)
+    if table.empty:
+        return table
+    workloads = list(dict.fromkeys(table["workload"]))
+    rows = []
+    for _, claim in table.groupby(["source", "claim"], sort=False):
+        first = claim.iloc[0]
+        for workload in workloads:
+            have = claim[claim["workload"] == workload]
+            if have.empty:
+                rows.append({**first.to_dict(), "workload": workload, "effect": math.nan, "ci_low": math.nan,
+                             "ci_high": math.nan, "n": 0, "tests": 0, "verdict": "not testable here",
+                             "registration": "none", "evidence": NOT_REGISTERED})
+            else:
+                rows += have.to_dict("records")
+    return pd.DataFrame(rows, columns=table.columns)
+

@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from .. import BenchError, registration
+from ..metrics.claims import every_workload
 from ..metrics.report import read_table
 from ..metrics.selection import key
 from ..results import Run, load_runs
@@ -150,7 +151,7 @@ def publish(study: Study, dest: Path) -> list[Path]:
         dst.parent.mkdir(parents=True, exist_ok=True)
         written.append(Path(shutil.copyfile(src, dst)))
     if len(claims) > 1:  # one row per claim and workload, this study's and its companions'
-        pd.concat(claims, ignore_index=True).to_csv(dest / "tables" / "claims.csv", index=False)
+        every_workload(claims).to_csv(dest / "tables" / "claims.csv", index=False)
     table.to_csv(dest / "runs.csv", index=False)
     (dest / "system.md").write_text(system_md(study, runs))
     (dest / "README.md").write_text(published_readme(study, dest, table, *run_times(layout.runs)))

@@ -589,3 +589,20 @@ def test_a_registered_companion_without_runs_yet_publishes_nothing_of_it_and_ref
     table = runs_table([], {"sha256": "0" * 64})
     assert list(table.columns) == RUN_COLUMNS and table.empty
     check_registered(load_study("regimes-lm"), table, {"sha256": "0" * 64})
+
+
+def test_the_published_claims_have_a_row_per_claim_and_workload_and_say_where_a_claim_was_not_registered():
+    """Two workloads' claims.csv: the claims one study registered and the other did not get a row on the other
+    workload saying so, not a silent gap; rows grouped by claim, the judged rows unchanged."""
+    lenet = claims.claims(cells_frame({"delayed": 1.3, "layerwise": 1.25}, repeats=5), registration=REG)
+    lm = claims.claims(cells_frame({"delayed": 1.3, "layerwise": 1.25}, repeats=5).assign(workload="lm"),
+                       rules=claims.select(claims.LEGACY[:1]), registration=REG)
+    table = claims.every_workload([lenet, lm])
+    assert len(table) == 2 * len(lenet) and list(table.columns) == claims.COLUMNS
+    assert table.groupby(["source", "claim"], sort=False).size().eq(2).all()
+    added = table[table["evidence"] == claims.NOT_REGISTERED]
+    assert len(added) == len(lenet) - 1 and set(added["workload"]) == {"lm"}
+    assert (added["verdict"] == "not testable here").all() and (added["n"] == 0).all() and added["effect"].isna().all()
+    judged = table[table["evidence"] != claims.NOT_REGISTERED]
+    pd.testing.assert_frame_equal(judged.sort_values(["workload", "claim"]).reset_index(drop=True),
+                                  pd.concat([lenet, lm]).sort_values(["workload", "claim"]).reset_index(drop=True))
