@@ -60,9 +60,11 @@ def cmd_run(args) -> int:
         print(" ".join(horovodrun_command(cfg, run_dir / "config.json")))
         return 0
     launch.check_launch([cfg])  # what the launcher checks (a hostfile, a Slurm allocation) refused before a word more
-    print(f"[bench] {cfg.algorithm} np={cfg.launch.np} ({processes(cfg)} processes), profile {cfg.profile} -> {out}",
-          file=sys.stderr)
-    run_dir, rc = launch.run(cfg, out, force=args.force, echo=not args.quiet)
+    def claimed() -> None:  # printed once the run directory is ours: a refusal stays one line
+        print(f"[bench] {cfg.algorithm} np={cfg.launch.np} ({processes(cfg)} processes), profile {cfg.profile} -> {out}",
+              file=sys.stderr)
+
+    run_dir, rc = launch.run(cfg, out, force=args.force, echo=not args.quiet, claimed=claimed)
     if rc == 0:
         s = read_json(run_dir / "summary.json")
         tp = s.get("throughput")  # None: no span with every worker working (bench.metrics.throughput)
@@ -81,8 +83,16 @@ def cmd_te(args) -> int:
     return 0
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse with a usage error in one line (``error: ...``, exit 2), not the usage block and the error: the
+    suite's rule for bad input. Subcommands' parsers are of this class too (``add_subparsers`` uses the parent's)."""
+
+    def error(self, message: str):
+        self.exit(2, f"error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m bench", description="Distributed and asynchronous SGD benchmarks on Horovod.")
+    ap = OneLineParser(prog="python -m bench", description="Distributed and asynchronous SGD benchmarks on Horovod.")
     sub = ap.add_subparsers(dest="command", required=True)
     lp = sub.add_parser("list", help="registered algorithms and their papers")
     lp.add_argument("--params", action="store_true",

@@ -22,6 +22,11 @@ from typing import Any, Literal
 from . import SCHEMA_VERSION, BenchError, short
 
 
+MAX_THREADS = 256
+"""Most torch threads a worker may ask for: more than any node's cores today; 100,000 starved the machine (each rank's
+OpenBLAS failed to map its threads' stacks, after launch) instead of being refused before it."""
+
+
 _RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(kbit|mbit|gbit)\s*$", re.IGNORECASE)
 _UNIT = {"kbit": 1e3, "mbit": 1e6, "gbit": 1e9}
 
@@ -191,6 +196,8 @@ class TrainConfig:
                 raise BenchError(f"{name} must be >= 0, got {value!r}")
         if self.nesterov and self.momentum <= 0:
             raise BenchError(f"nesterov needs momentum > 0, got momentum={short(self.momentum)}")
+        if self.threads > MAX_THREADS:
+            raise BenchError(f"threads must be in [1, {MAX_THREADS}] (torch threads a worker), got {self.threads!r}")
         if not 0.0 < self.test_fraction < 1.0:
             raise BenchError(f"test_fraction must be in (0, 1), got {short(self.test_fraction)}")
         if any(h <= 0 for h in self.hidden):

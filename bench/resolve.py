@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from . import SCHEMA_VERSION, BenchError, cpu_idle
-from .algorithms import get_algorithm
+from .algorithms import KEYS, get_algorithm
 from .cluster import check_delay, check_delay_support, check_supported, parse_rate
 from .cluster.spec import IFNAME
 from .config import HorovodSettings, LaunchConfig, RunConfig, TrainConfig
@@ -274,8 +274,12 @@ def resolve(algorithm: str, *, np: int | None = None, profile: str | None = None
         raise BenchError(f"unknown profile {profile!r}; valid: {choices_text(profiles) or '(none)'}")
     train_values = dict(_section(where, profiles[profile], f"profile {profile!r}"))
     profile_algos = _section(where, train_values.pop("algorithms", None), f"profile {profile!r}'s algorithms")
-    algo_values = dict(_section(where, _section(where, params.get("algorithms"), "algorithms").get(algorithm),
-                                f"algorithms.{algorithm}"))
+    all_algos = _section(where, params.get("algorithms"), "algorithms")
+    for section, keys in (("algorithms", all_algos), (f"profile {profile!r}'s algorithms", profile_algos)):
+        unknown = [k for k in keys if k not in KEYS]
+        if unknown:  # a misspelt algorithm's settings would be ignored without a word
+            raise BenchError(f"{where}: {section} has {unknown[0]!r}, which is no algorithm; valid: {', '.join(KEYS)}")
+    algo_values = dict(_section(where, all_algos.get(algorithm), f"algorithms.{algorithm}"))
     algo_values.update(_section(where, profile_algos.get(algorithm), f"profile {profile!r}'s algorithms.{algorithm}"))
     workload_horovod = _section(where, train_values.pop("horovod", None), f"profile {profile!r}'s horovod")
     sections = {"train": train_values, "launch": load_hardware(hardware or "local", params_file), "params": algo_values}

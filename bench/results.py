@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from . import SCHEMA_VERSION, BenchError
@@ -287,6 +288,11 @@ def check_records(path: Path, frame: pd.DataFrame, fields, required) -> None:
     if missing.any():
         row, col = (int(a[0]) for a in missing.nonzero())
         refuse(strict[col], row)
+    values = frame[strict].to_numpy(dtype=float)
+    infinite = np.isinf(values)  # JSON's Infinity: the suite's writer never writes it (write_json_atomic)
+    if infinite.any():
+        row, col = (int(a[0]) for a in infinite.nonzero())
+        raise ResultsError(f"{path}:{row + 1}: record's {strict[col]!r} is {values[row, col]}, not a finite number")
     for name in (n for n in fields if not typed[n]):  # a column of mixed types: value by value
         column = frame[name]
         if name in NULLABLE and column.isna().all():

@@ -12,11 +12,16 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import types
 import typing
 from typing import Any, Literal
 
 from . import BenchError, short
+
+
+EXPONENT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
+"""A number in exponent notation, which YAML 1.1 (PyYAML) reads as a string unless its mantissa has a dot."""
 
 
 def choices_text(valid) -> str:
@@ -77,6 +82,8 @@ def check(value: Any, tp: Any, name: str) -> Any:
             raise BenchError(f"invalid {name} {short(value)}: expected an integer")
         return value
     if tp is float:
+        if isinstance(value, str) and EXPONENT.fullmatch(value.strip()):
+            value = float(value)  # 5e-2: a number in YAML 1.2 and JSON, a string to YAML 1.1 (no dot in the mantissa)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise BenchError(f"invalid {name} {short(value)}: expected a number")
         if not math.isfinite(value):

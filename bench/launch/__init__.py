@@ -95,9 +95,10 @@ def prepare(cfg: RunConfig, out: Path, force: bool = False, planned: Path | None
 
 
 def run(cfg: RunConfig, out: Path | None = None, force: bool = False, echo: bool = True, env: dict | None = None,
-        planned: Path | None = None) -> tuple[Path, int]:
+        planned: Path | None = None, claimed=None) -> tuple[Path, int]:
     """Prepare and execute one run, owning its directory (:class:`RunLock`) and the emulated cluster, if it uses
-    one, from the first file written to the end of the job."""
+    one, from the first file written to the end of the job; ``claimed()``, if given, is called once both are held
+    (so that what it prints never precedes a refusal to run)."""
     out = Path(out or default_run_dir(cfg)).resolve()
     check_launch([cfg])
     with claim(out, force) as lock, contextlib.ExitStack() as held:
@@ -106,6 +107,8 @@ def run(cfg: RunConfig, out: Path | None = None, force: bool = False, echo: bool
         except BaseException:
             lock.discard()  # the cluster is in use: nothing of this run stays
             raise
+        if claimed is not None:
+            claimed()
         run_dir = prepare(cfg, out, planned=planned, lock=lock)
         return run_dir, execute(cfg, run_dir, echo=echo, env=env)
 

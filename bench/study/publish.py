@@ -161,5 +161,7 @@ def publish(study: Study, dest: Path) -> list[Path]:
 def main(study: Study, args) -> None:
     if not args.to:
         raise BenchError("study publish needs a destination: python -m bench study publish --to docs/results/<study>")
+    if Path(args.to).exists() and not Path(args.to).is_dir():
+        raise BenchError(f"--to {args.to} is a file: give a folder (created if missing), e.g. docs/results/{study.name}")
     written = publish(study, Path(args.to))
     print(f"[publish] {study.name}: {len(written)} file(s) in {args.to}")

@@ -189,3 +189,13 @@ def test_the_launcher_refuses_a_loaded_config_its_machine_cannot_run_before_writ
     assert not out.exists() and not (tmp_path / "runs").exists()  # refused before anything was written
     with pytest.raises(BenchError, match="emulated_cpu share of host 0"):  # and where it is resolved
         config_from_dict(emulated_config(emulated_cpu={0: -1.0}))
+
+
+def test_a_number_in_exponent_notation_without_a_dot_is_a_number():
+    """``--set lr=5e-2``: YAML 1.1 (PyYAML) reads 5e-2 as a string; the suite takes it as the number it is (it refused
+    it, "expected a number", until the third hostile sweep), and still refuses what is no number or no finite one."""
+    cfg = resolve("sync", np=1, profile="tiny", overrides=parse_set(["lr=5e-2", "timeout_s=1e3", "step_jitter_s=1E-4"]))
+    assert (cfg.train.lr, cfg.train.timeout_s, cfg.train.step_jitter_s) == (0.05, 1000.0, 1e-4)
+    for bad, fragment in (("lr=5e", "expected a number"), ("lr=1e999", "expected a finite number"), ("lr=e5", "expected a number")):
+        with pytest.raises(BenchError, match=fragment):
+            resolve("sync", np=1, profile="tiny", overrides=parse_set([bad]))

@@ -119,6 +119,16 @@ def publish_corrupt(t: Path):
     return ["study", "publish", "--study", "hostile", "--to", str(t / "out")], {"BENCH_PARAMS": str(params)}
 
 
+def publish_to_file(t: Path):
+    (t / "afile").write_text("")
+    return ["study", "publish", "--study", "laptop", "--to", str(t / "afile")], {}
+
+
+def out_is_a_file(t: Path):
+    (t / "afile").write_text("")
+    return ["run", "sync", "--np", "1", "--profile", "tiny", "--out", str(t / "afile")], {}
+
+
 CASES = [
     # names: an empty name never means the default
     ("names/empty profile", lambda t: (["run", "sync", "--np", "1", "--quiet", "--profile", "", "--out", str(t / "out")], {}), "--profile is empty"),
@@ -169,6 +179,17 @@ CASES = [
     ("readers/te odd status", te(lambda d: (d / "summary.json").write_text('{"status": {"x": 1}}')), "is not ok or failed"),
     ("readers/te stride of a picosecond", te(None, "--stride", "1e-12"), "windows over the"),
     ("readers/publish a corrupt run", publish_corrupt, "record's 't' is 'soon'"),
+    # the third sweep (issue 40's tally, run anew against main): what it found not clean
+    ("readers/te infinite time", te(records(lambda r: r.update(t=float("inf")))), "rank0.jsonl:1: record's 't' is inf, not a finite number"),
+    ("readers/publish to a file", publish_to_file, "is a file: give a folder"),
+    ("values/threads beyond any node", run_with("--set", "threads=100000"), "threads must be in [1, 256]"),
+    ("yaml/settings of no algorithm", with_params(replace=("\nalgorithms:\n", "\nalgorithms:\n  nosuchalgo: {}\n")),
+     "algorithms has 'nosuchalgo', which is no algorithm; valid: "),
+    ("cli/a bad value, not the usage block", lambda t: (["run", "sync", "--np", "abc", "--out", str(t / "out")], {}),
+     "argument --np: invalid int value: 'abc'"),
+    ("cli/no algorithm", lambda t: (["run"], {}), "the following arguments are required: algorithm"),
+    ("cli/unknown study action", lambda t: (["study", "explode"], {}), "invalid choice: 'explode' (choose from"),
+    ("files/out is a file, refused before a word more", out_is_a_file, "is a file, not a directory"),
 ]
 
 
