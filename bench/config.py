@@ -271,6 +271,10 @@ class HorovodSettings:
            "thread_affinity": "HOROVOD_THREAD_AFFINITY", "disable_group_fusion": "HOROVOD_DISABLE_GROUP_FUSION"}
     """Setting -> its environment variable."""
 
+    def given(self) -> dict[str, Any]:
+        """The settings that are set (the others are Horovod's defaults), as system.json records them."""
+        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+
     def env(self) -> dict[str, str]:
         """The environment variables of the settings that are set (booleans as 0/1)."""
         out = {}

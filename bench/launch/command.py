@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import asdict
 from pathlib import Path
 
 from .. import watchdog
@@ -95,7 +94,7 @@ def horovod_environment(cfg: RunConfig, base: dict | None = None) -> dict[str, s
 def horovod_record(cfg: RunConfig, job_env: dict) -> dict:
     """What system.json records of Horovod's settings: the typed settings that were set, and every ``HOROVOD_*``
     variable the job's processes got (the effective values; a tuning variable absent keeps Horovod's default)."""
-    settings = {k: v for k, v in asdict(cfg.launch.horovod).items() if v is not None}
+    settings = cfg.launch.horovod.given()
     env = {k: v for k, v in sorted(job_env.items()) if k.startswith("HOROVOD_")}
     effective = {}
     for name, var in cfg.launch.horovod.ENV.items():

@@ -405,4 +405,3 @@ def every_workload(tables: list[pd.DataFrame]) -> pd.DataFrame:
             else:
                 rows += have.to_dict("records")
     return pd.DataFrame(rows, columns=table.columns)
-

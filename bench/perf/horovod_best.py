@@ -19,7 +19,6 @@ which candidate is best: the highest geometric mean against plain DDP, and wheth
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
 import tempfile
@@ -30,7 +29,7 @@ from .. import BenchError
 from ..metrics.stats import paired_ratio
 from ..resolve import parse_set, resolve
 from . import median, table
-from .overhead import _horovod_env, wait_quiet
+from .overhead import horovod_env, quiet_before
 from .plain import plain_job
 
 FIXED = {"profile": {}, "defaults": {"horovod": {}}}
@@ -60,22 +59,17 @@ def configs(args) -> dict[str, object]:
     return out
 
 
-def settings(cfg) -> dict:
-    """The ``horovod:`` settings a configuration runs with (those set; the rest are Horovod's defaults)."""
-    return {k: v for k, v in dataclasses.asdict(cfg.launch.horovod).items() if v is not None}
-
-
 def measure(cfgs: dict[str, object], args) -> dict[str, list[dict]]:
     """Each candidate's plain Horovod loop and the plain DDP loop once per repeat, interleaved."""
     res: dict[str, list[dict]] = {name: [] for name in cfgs}
     with tempfile.TemporaryDirectory(prefix="bench-perf-") as tmp:
         for i in range(args.repeats):
             for name, cfg in cfgs.items():
-                busy, waited = wait_quiet(args.quiet_below, args.quiet_max_wait) if args.quiet_below > 0 else (None, 0.0)
-                with _horovod_env(None) as env:  # the calling shell's HOROVOD_* variables never leak in
+                quiet = quiet_before(args.quiet_below, args.quiet_max_wait)
+                with horovod_env(None) as env:  # the calling shell's HOROVOD_* variables never leak in
                     out = plain_job("ddp" if name == "ddp" else "horovod", cfg, Path(tmp) / f"{name}-{time.monotonic_ns()}", env)
-                res[name].append({"throughput": out["throughput"], "busy_before": busy, "waited_s": waited,
-                                  "settings": settings(cfg) if name != "ddp" else {}})
+                res[name].append({"throughput": out["throughput"], **quiet,
+                                  "settings": cfg.launch.horovod.given() if name != "ddp" else {}})
             print(f"  repeat {i + 1}: " + ", ".join(f"{k} {v[-1]['throughput']:.0f}" for k, v in res.items()), flush=True)
     return res
 
@@ -135,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     print(f"profile {args.profile} (hardware {args.hardware}), np={args.np_}, {args.repeats} repeats; candidates: "
-          + "; ".join(f"{k} {settings(cfg) or '(none: Horovod defaults)'}" for k, cfg in cfgs.items() if k != "ddp"))
+          + "; ".join(f"{k} {cfg.launch.horovod.given() or '(none: Horovod defaults)'}" for k, cfg in cfgs.items() if k != "ddp"))
     res = measure(cfgs, args)
     rows = summary(res)
     report(rows, median([r["throughput"] for r in res["ddp"]]))

@@ -70,7 +70,7 @@ SPLIT = ("step_ms", "compute_ms", "comm_ms", "wait_ms", "loop_ms")
 
 
 @contextlib.contextmanager
-def _horovod_env(env: dict[str, str] | None):
+def horovod_env(env: dict[str, str] | None):
     """Run with exactly Horovod's defaults plus ``env``: tuning variables of the calling shell are cleared."""
     saved = {k: os.environ.pop(k) for k in HOROVOD_TUNING_VARS if k in os.environ}
     try:
@@ -142,6 +142,15 @@ def wait_quiet(below: float, max_wait_s: float) -> tuple[float, float]:
     return busy, time.monotonic() - t0
 
 
+def quiet_before(below: float, max_wait_s: float) -> dict:
+    """:func:`wait_quiet` before a measurement, as its record keeps it (``busy_before``, ``waited_s``); nothing
+    waited and nothing recorded where ``below`` is 0."""
+    if below <= 0:
+        return {}
+    busy, waited = wait_quiet(below, max_wait_s)
+    return {"busy_before": busy, "waited_s": waited}
+
+
 HARNESS = ("localsgd", {"communication_window": 10**9})
 """The harness reference: the worker loop around a local step that never communicates (λ beyond the run)."""
 
@@ -160,11 +169,11 @@ def suite_run(algorithm: str, np: int, profile: str, overrides: dict, tmp: Path,
     cfg = resolve(PLAIN.get(kind, algorithm), np=np, profile=profile, hardware=hardware, overrides=overrides, study="perf")
     env = dict(env or {})
     if kind is not None:
-        with _horovod_env(env) as job_env:
+        with horovod_env(env) as job_env:
             return plain_job(kind, cfg, tmp / f"plain-{kind}-{time.monotonic_ns()}", job_env)
     if timeline is not None:
         env.update(HOROVOD_TIMELINE=str(timeline), HOROVOD_TIMELINE_MARK_CYCLES="1")
-    with _horovod_env(env) as job_env:
+    with horovod_env(env) as job_env:
         run_dir, rc = run(cfg, tmp / run_name(algorithm, np, str(time.monotonic_ns())), echo=False, env=job_env)
     if rc != 0:
         raise SystemExit(f"{algorithm} np={np} failed: {read_json(run_dir / 'summary.json').get('reason')}")
@@ -269,10 +278,7 @@ def measure(pl: Plan, args) -> tuple[dict[str, list[dict]], dict[str, Path]]:
     timelines: dict[str, Path] = {}
 
     def quiet() -> dict:
-        if args.quiet_below <= 0:
-            return {}
-        busy, waited = wait_quiet(args.quiet_below, args.quiet_max_wait)
-        return {"busy_before": busy, "waited_s": waited}
+        return quiet_before(args.quiet_below, args.quiet_max_wait)
 
     with tempfile.TemporaryDirectory(prefix="bench-perf-") as tmp:
         for i in range(args.repeats):  # interleave the variants so drifts in machine load hit all alike
