@@ -97,8 +97,7 @@ def test_temporal_efficiency_matrix_matches_the_cli(analysed):
         assert matrix.loc[k, k] == pytest.approx(1.0)
     assert matrix.loc[a, b] == pytest.approx(1 / matrix.loc[b, a])
     runs = analysed / "runs"
-    proc = bench_cli("te", str(runs / "sync" / "local" / "sync-np2"), str(runs / "ddp" / "local" / "ddp-np2"),
-                     "--window", "0.05", "--stride", "0.01")
+    proc = bench_cli("te", str(runs / "sync" / "local" / "sync-np2"), str(runs / "ddp" / "local" / "ddp-np2"))
     assert proc.returncode == 0, proc.stderr
     assert float(proc.stdout) == pytest.approx(matrix.loc[a, b], abs=5e-7)  # printed to 6 decimals
     grid = pd.read_csv(analysed / "tables" / "te_grid.csv")

@@ -63,9 +63,9 @@ def test_register_commit_run_publish_and_refuse_dirty_or_foreign_runs(tmp_path):
     bench(repo, "study", "analyse", "regimes", "--study", "reg")
     dest = tmp_path / "published"
     bench(repo, "study", "publish", "--study", "reg", "--to", str(dest))
-    runs = read_table(dest / "runs.csv").fillna("")
+    runs = read_table(dest / "runs.csv")
     sha = hashlib.sha256(reg_file.read_bytes()).hexdigest()
-    assert (runs["registration"] == sha[:12]).all() and (runs["judged"] == "").all()
+    assert (runs["registration"] == sha[:12]).all() and runs["judged"].isna().all()  # every run judged: no reason
     assert set(runs["dirty"].astype(str)) == {"False"} and runs["config_hash"].str.len().eq(64).all()
     claims = read_table(dest / "tables" / "claims.csv")
     assert (claims["registration"] == sha[:12]).all()
