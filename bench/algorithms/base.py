@@ -163,7 +163,10 @@ class Algorithm:
         other ranks. Default: :meth:`eval_theta` and the buffers, on every rank if :attr:`averaged_evaluation`,
         else on rank 0 only."""
         if self.averaged_evaluation or self.comm.rank == 0:
-            return vectors.snapshot(self.model, theta=self.eval_theta())
+            # the default eval_theta is already a new vector: snapshot() flattens the parameters once, where an
+            # overriding eval_theta (a centre, an outer model: state the algorithm keeps changing) is copied
+            own = type(self).eval_theta is not Algorithm.eval_theta
+            return vectors.snapshot(self.model, theta=self.eval_theta() if own else None)
         return None
 
     def own_snapshots(self) -> list[tuple[dict, dict]]:

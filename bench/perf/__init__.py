@@ -3,6 +3,7 @@
 ``python -m bench.perf NAME [options]`` runs ``bench/perf/NAME.py``'s ``main(argv)``:
 
 - ``overhead``  — ``sync`` at np=1 against a plain PyTorch loop; ``sync`` against ``ddp`` at np=2.
+- ``harness`` — the worker's loop at np=1 taken apart, piece by piece, beside a plain loop.
 - ``horovod_best`` — the plain Horovod loop at candidate settings beside plain DDP: Horovod's best for a workload.
 - one module per algorithm family (see each module's docstring).
 
@@ -12,6 +13,7 @@ ratios, never pass/fail on time.
 
 from __future__ import annotations
 
+import argparse
 import re
 import statistics
 
@@ -37,3 +39,17 @@ def table(columns: list[tuple[str, str]], rows: list[list]) -> list[str]:
         align, width = re.match(r"([<>^]?)(\d*)", spec).groups()
         titles.append(f"{title:{align}{width}}")
     return [" ".join(titles), *(" ".join(format(cell, spec) for cell, (_, spec) in zip(row, columns)) for row in rows)]
+
+
+def workload_options(ap: argparse.ArgumentParser, repeats: int, each: str) -> argparse.ArgumentParser:
+    """The options of a benchmark of one workload: ``--profile``, ``--hardware``, ``--set``, ``--repeats``, ``--json``,
+    and ``--quiet-below`` / ``--quiet-max-wait`` (waited for before each ``each``: a loop, a variant)."""
+    ap.add_argument("--profile", default="laptop", help="training profile of params.yaml (default laptop)")
+    ap.add_argument("--hardware", default="local", help="hardware profile (its horovod: settings; default local)")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="the workload's overrides")
+    ap.add_argument("--repeats", type=int, default=repeats)
+    ap.add_argument("--json", metavar="FILE", help="write every measurement (per repeat) and the summary as JSON")
+    ap.add_argument("--quiet-below", type=float, default=0.0, metavar="FRAC",
+                    help=f"before each {each} wait until the machine's CPUs are less than FRAC busy (0: do not wait)")
+    ap.add_argument("--quiet-max-wait", type=float, default=120.0, metavar="S", help="longest wait for quiet (s)")
+    return ap

@@ -28,7 +28,7 @@ from pathlib import Path
 from .. import BenchError
 from ..metrics.stats import paired_ratio
 from ..resolve import parse_set, resolve
-from . import median, table
+from . import median, table, workload_options
 from .overhead import horovod_env, quiet_before
 from .plain import plain_job
 
@@ -105,18 +105,10 @@ def report(rows: list[dict], ddp_median: float) -> None:
 
 def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m bench.perf horovod_best", description=__doc__.splitlines()[0])
-    ap.add_argument("--profile", default="laptop", help="training profile of params.yaml (default laptop)")
-    ap.add_argument("--hardware", default="local", help="hardware profile (its horovod: settings; default local)")
-    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="the workload's overrides")
     ap.add_argument("--candidate", action="append", default=[], metavar="NAME:KEY=VALUE[,KEY=VALUE]",
                     help="horovod settings to try on top of the profile's (repeatable)")
     ap.add_argument("--np", type=int, default=2, dest="np_", metavar="N", help="workers (default 2)")
-    ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--json", metavar="FILE", help="write every measurement (per repeat) and the summary as JSON")
-    ap.add_argument("--quiet-below", type=float, default=0.0, metavar="FRAC",
-                    help="before each loop wait until the machine's CPUs are less than FRAC busy (0: do not wait)")
-    ap.add_argument("--quiet-max-wait", type=float, default=120.0, metavar="S", help="longest wait for quiet (s)")
-    return ap
+    return workload_options(ap, repeats=5, each="loop")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -257,6 +257,7 @@ def plan(args, profile: str) -> Plan:
             if not args.skip_plain:
                 variants += [(f"{k} plain np={n_} [{name}]", f"plain:{k}", n_, name) for k in PLAIN]
         variants += [(f"{a} np={n_} [{name}]", a, n_, name) for a in extra]
+    variants = list({v[0]: v for v in variants}.values())  # --np 1: sync np=1 once (a label's first place kept)
     cfg = resolve("sync", np=1, profile=profile, overrides=plain_overrides)
     return Plan(profile, ref, setups, envs, waits, spins, cfg, overrides, variants)
 

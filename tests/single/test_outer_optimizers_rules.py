@@ -217,3 +217,17 @@ def test_adasum_refusal_says_why_and_what_build_it_needs():
 def test_streaming_options_are_unchecked_without_streaming():
     # a study grid over streaming: false/true may set the fragment options for every run
     assert resolve("diloco", np=2, overrides={"stream_fragments": 99}).params.streaming is False
+
+
+@pytest.mark.parametrize("algo, overrides", [("localsgd", {"communication_window": 2}),  # the base eval_theta
+                                             ("diloco", {"communication_window": 2}),  # eval_theta: the outer model
+                                             ("easgd", {"communication_window": 2})])  # eval_theta: the centre
+def test_a_snapshot_is_a_copy_that_later_steps_never_change(algo, overrides):
+    a, model = one_worker(algo, 6, **overrides)
+    snap = a.snapshot()
+    kept = snap["theta"].clone()
+    for t in range(4):  # two exchanges: the model, the outer model and the centre all move
+        a.step(target(t).repeat(2, 1), torch.zeros(2, dtype=torch.long))
+    assert torch.equal(snap["theta"], kept)
+    now = a.snapshot()["theta"]
+    assert not torch.equal(now, kept) and torch.equal(now, a.eval_theta())  # what the algorithm says it evaluates

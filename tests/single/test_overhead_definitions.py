@@ -66,3 +66,13 @@ def test_verdict_against_a_target_needs_the_interval_to_exclude_it():
     assert verdict(res([80, 81, 79, 80, 82], [100, 100, 101, 99, 100]), "a", "b", 0.95)["verdict"] == "below"
     wide = verdict(res([70, 120, 95, 80, 110], [100, 100, 100, 100, 100]), "a", "b", 0.95)
     assert wide["verdict"] == "inconclusive" and wide["ci_low"] < 0.95 < wide["ci_high"] and wide["n"] == 5
+
+
+def test_at_np_1_sync_np1_is_measured_once_beside_the_plain_loops_at_np_1():
+    from bench.perf.overhead import _parser, plan
+
+    pl = plan(_parser().parse_args(["--profile", "tiny", "--np", "1"]), "tiny")
+    labels = [v[0] for v in pl.variants]
+    assert len(labels) == len(set(labels))  # once per repeat: the paired ratios pair repeat k with repeat k
+    assert {"harness np=1 [tuned]", "sync np=1 [tuned]", "ddp np=1 [tuned]", "horovod plain np=1 [tuned]",
+            "ddp plain np=1 [tuned]"} <= set(labels)
