@@ -29,11 +29,16 @@ from . import BenchError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PLAIN_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*")
+MAX_NAME = 128
+"""The longest study, tag or hardware name (a run's folder is ``<algo>-np<N>-<tag>``)."""
 
 
 def check_name(kind: str, value, empty_ok: bool = False) -> str:
     """``value`` if it is a plain name (one path component: letters, digits, ``._-``, not starting with ``.``);
     else a BenchError naming ``kind`` and the bad value. ``empty_ok``: ``""`` is allowed (an absent tag)."""
+    if isinstance(value, str) and len(value) > MAX_NAME:  # a run's folder name holds it: file names end at 255 bytes
+        raise BenchError(f"invalid {kind} name {value[:24]!r}... ({len(value)} characters): a {kind} name has at "
+                         f"most {MAX_NAME}")
     if isinstance(value, str) and (PLAIN_NAME.fullmatch(value) or (empty_ok and value == "")):
         return value
     raise BenchError(f"invalid {kind} name {value!r}: a {kind} name is a plain name (letters, digits, '.', '_', '-'; "

@@ -289,6 +289,8 @@ def resolve(algorithm: str, *, np: int | None = None, profile: str | None = None
     keys = {"train": set(field_types(TrainConfig)), "launch": set(field_types(LaunchConfig)),
             "params": set(field_types(algo.Params))}
     overrides = dict(overrides or {})
+    if np is not None and "np" in overrides and overrides["np"] != np:  # one would be dropped without a word
+        raise BenchError(f"np given twice: --np {np} and --set np={overrides['np']!r}; give one of them")
     horovod_sets = {k[len(HOROVOD_SET_PREFIX):]: overrides.pop(k) for k in list(overrides) if k.startswith(HOROVOD_SET_PREFIX)}
     _route(algorithm, overrides, sections, keys)
     _horovod_settings(sections["launch"], horovod_sets)

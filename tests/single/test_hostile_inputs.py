@@ -190,6 +190,9 @@ CASES = [
     ("cli/no algorithm", lambda t: (["run"], {}), "the following arguments are required: algorithm"),
     ("cli/unknown study action", lambda t: (["study", "explode"], {}), "invalid choice: 'explode' (choose from"),
     ("files/out is a file, refused before a word more", out_is_a_file, "is a file, not a directory"),
+    # the third sweep's minor leftovers
+    ("names/tag too long for a folder", run_with("--tag", "a" * 300), "(300 characters): a tag name has at most 128"),
+    ("values/np given twice", run_with("--set", "np=0"), "np given twice: --np 1 and --set np=0; give one of them"),
 ]
 
 
