@@ -148,12 +148,14 @@ def busbw(args) -> int:
     return 0
 
 
-def run_job(st, np: int, mode_args: list[str], timeout: float = 300, server_host: bool = False) -> tuple[list[dict], str]:
+def run_job(st, np: int, mode_args: list[str], timeout: float = 300, server_host: bool = False,
+            module: str = "bench.cluster.probe") -> tuple[list[dict], str]:
     """``horovodrun -np N --gloo --hostfile H --network-interface IF -p PORT --ssh-identity-file KEY python -m
-    bench.cluster.probe MODE_ARGS`` from the root namespace; (the PROBE records, the whole output)."""
+    MODULE MODE_ARGS`` from the root namespace (``MODULE``: this one, or a benchmark printing the same ``PROBE``
+    lines, :mod:`bench.perf.collectives`); (the PROBE records, the whole output)."""
     settings = launch_settings(st, np, server_host)
     cmd = [horovodrun_path(), *horovodrun_args(settings), "--gloo", "--start-timeout", "60", sys.executable, "-m",
-           "bench.cluster.probe", *mode_args]
+           module, *mode_args]
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), **settings["env"])
     proc = subprocess.run(cmd, check=False, capture_output=True, text=True, env=env, cwd=str(REPO_ROOT), timeout=timeout)
     output = proc.stdout + proc.stderr
