@@ -47,10 +47,16 @@ NETNS_RE = re.compile(rf"^{PREFIX}-h\d+$")
 LINK_RE = re.compile(rf"^(?:{PREFIX}-v\d+|{BRIDGE})$")
 
 
+def tbf_burst_bytes(bps: float) -> int:
+    """Bytes the tbf of a link of ``bps`` bits a second lets through at once after an idle spell: >= one GSO
+    packet, >= 4 ms of traffic."""
+    return max(64 * 1024, int(bps / 8 * 0.004))
+
+
 def tbf_args(link: str, delay: str = "") -> list[str]:
     """``tc`` arguments of the tbf qdisc for ``link`` (e.g. ``1gbit``) with the one-way ``delay`` (e.g. ``5ms``)."""
     bps = parse_rate(link)
-    burst = max(64 * 1024, int(bps / 8 * 0.004))  # >= one GSO packet, >= 4 ms of traffic
+    burst = tbf_burst_bytes(bps)
     queue_us = max(25_000, round(2e6 * parse_delay(delay)))  # >= 25 ms, >= one round trip
     return ["tbf", "rate", f"{int(bps)}bit", "burst", str(burst), "latency", f"{queue_us}us"]
 

@@ -11,6 +11,9 @@ makes the model reproduce its source exactly):
    over its configured rate (``wire_efficiency``, the median over the rates), and the host CPU a byte sent or received
    costs (``b_byte_s``: the unshaped 256 MiB allreduce between two hosts, which is CPU-bound).
 3. :data:`CALIBRATION_CELLS`, seven cells of two published studies, one constant each (two for the last pair but one).
+4. ``docs/results/collectives/cells.jsonl`` (``python -m bench.perf collectives``): the transport's constants
+   (:mod:`.transport`: what a link's one-way delay costs each operation), fitted on the micro-benchmark alone, kept
+   under ``transport`` with their per-operation fit table under ``transport_fit``.
 
 The cells of :data:`CALIBRATION_CELLS` are left out of the validation (:mod:`.validate`).
 """
@@ -25,7 +28,7 @@ from pathlib import Path
 from .. import BenchError
 from ..cluster.spec import CFS_PERIOD_US
 from ..layout import REPO_ROOT
-from . import hardware
+from . import hardware, transport
 from ..study import load_study
 from .cells import RESULTS, all_cells, find
 from .model import Model
@@ -117,6 +120,11 @@ def fit(cells=None) -> dict:
         k["a_ps_s"] = _bisect(error("a_ps_s"), *bounds["a_ps_s"])
         k["pass_byte_s"] = _bisect(error("pass_byte_s"), *bounds["pass_byte_s"])
     k["ps_kappa"] = _bisect(error("ps_kappa"), *bounds["ps_kappa"])
+    if transport.CELLS.is_file():
+        tfit = transport.fit()
+        k["transport"] = tfit["constants"]
+        k["transport_fit"] = {"source": tfit["source"], "cells": tfit["cells"], "table": tfit["table"],
+                              "meaning": transport.MEANING}
     k["provenance"] = {
         "study_calibration": str(STUDY_CALIBRATION.relative_to(REPO_ROOT)),
         "microbench": str(MICROBENCH.relative_to(REPO_ROOT)),

@@ -42,6 +42,9 @@ class Level:
     bytes_per_s: float
     latency_s: float
     source: str = ""
+    delay_s: float = 0.0
+    """One-way delay of the link (the emulated cluster's delay lines), costed by the transport's own terms
+    (:mod:`bench.predict.transport`): how many delays an operation waits depends on the operation, not a hop."""
 
     def group(self, n: int) -> int:
         if self.size is None:
@@ -123,14 +126,15 @@ def described(hw_id: str) -> Hardware:
 
 def emulated(cfg, calibration: dict) -> Hardware:
     """The emulated cluster of ``cfg.launch``: one shaped link a host (unshaped: no bandwidth limit), its quota; a
-    hop's latency is the fitted one plus the link's one-way delay (``link_delay``: each host's delay line holds what
-    arrives for that long)."""
+    hop's latency is the fitted one; the link's one-way delay (``link_delay``: each host's delay line holds what
+    arrives for that long) is the level's ``delay_s``, which each operation pays as its transport does."""
     bits = parse_rate(cfg.launch.link) if cfg.launch.link else None
     level = Level("link " + (cfg.launch.link or "unshaped") + (f" +{cfg.launch.link_delay}" if cfg.launch.link_delay else ""),
                   None, bits / 8 * calibration["wire_efficiency"] if bits else math.inf,
-                  calibration["hop_s"] + parse_delay(cfg.launch.link_delay),
-                  "the configured rate x the TCP goodput bench.perf link measured; the latency a hop fitted, plus the "
-                  "link's one-way delay")
+                  calibration["hop_s"],
+                  "the configured rate x the TCP goodput bench.perf link measured; the latency a hop fitted; the "
+                  "link's one-way delay as the transport pays it (bench.predict.transport)",
+                  parse_delay(cfg.launch.link_delay))
     return Hardware(cfg.launch.hardware, "emulated cluster on this machine", True, (level,),
                     cfg.launch.cpu_per_host or 1.0, 0.0, calibration["ps_kappa"],
                     {calibration["workload"]: {"calibration": True, "source": calibration["compute_source"]}},

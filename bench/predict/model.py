@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass, field
 from ..config import HOROVOD_DEFAULTS
 from .hardware import Hardware, Workload
 from .patterns import Exchange, Pattern, pattern
+from . import transport
 from .queue import Visit, simulate_pairs, simulate_server
 from .sim import Client, Op, simulate_collective
 
@@ -105,6 +106,13 @@ def shared_link(hw: Hardware, n: int, users) -> tuple[float, float]:
     return (min(lv.bytes_per_s / max(1.0, users(g)) for lv, g in levels), max(lv.latency_s for lv, _ in levels))
 
 
+def link_delay(hw: Hardware, n: int) -> tuple[float, float]:
+    """(one-way delay, bytes a second) of the slowest link n workers' operations cross (the delay's terms:
+    :mod:`.transport`)."""
+    levels = spanned(hw, n)
+    return max(lv.delay_s for lv, _ in levels), min(lv.bytes_per_s for lv, _ in levels)
+
+
 class Model:
     """The step model with the constants of a calibration (``docs/results/predict/calibration.json``)."""
 
@@ -119,15 +127,28 @@ class Model:
         nbytes = wl.nbytes * e.fraction
         host = hw.emulated or hw.host_cores is not None
         every = e.every
+        delay, bps = link_delay(hw, n)
+        kt = k.get("transport")
+
+        def delayed(op: str, count: float) -> float:
+            """What the link's delay adds to ``count`` operations ``op`` of this exchange (:mod:`.transport`)."""
+            if not delay or not kt or count <= 0:
+                return 0.0
+            return count * transport.delay_added_s(op, nbytes / count, n, bps, delay, kt)
+
         if e.kind == "allreduce":
             wire, lat = ring_cost(hw, n, nbytes)
             if e.overlap == "backward":
                 wire = max(0.0, wire - BACKWARD_SHARE * wl.compute_s)
             comm = wire + lat + (hw.op_overhead_s if n > 1 else 0.0)
             rounds = e.ops
-            if e.overlap == "backward" and e.ops > 1:  # Horovod fuses the tensors ready in the same cycle
+            if e.overlap == "backward" and e.ops > 1 and pat.runtime == "horovod":
+                # Horovod fuses the tensors ready in the same cycle; a cycle lasts its sleep and its negotiation
                 cycle = (cfg.launch.horovod.cycle_time_ms or HOROVOD_DEFAULTS["cycle_time_ms"]) / 1e3
+                if delay and kt:
+                    cycle += transport.negotiation_s(n, delay, kt) - transport.negotiation_s(n, 0.0, kt)
                 rounds = min(e.ops, 1 + BACKWARD_SHARE * wl.compute_s / cycle)
+            comm += delayed("allreduce_hvd" if pat.runtime == "horovod" else "allreduce_gloo", rounds)
             cpu = 0.0
             if host and n > 1:
                 cpu = rounds * k["a_allreduce_s"] + k["b_byte_s"] * 2 * 2 * (n - 1) / n * nbytes
@@ -139,14 +160,14 @@ class Model:
                 return every, 0.0, 0.0
             exps = pat.extra.get("exponents") or 1
             costs = [p2p_cost(hw, n, nbytes, 2 ** (j % exps) if exps > 1 else 1, e.peers) for j in range(max(exps, 1))]
-            comm = sum(w + l for w, l in costs) / len(costs) + hw.op_overhead_s
+            comm = sum(w + l for w, l in costs) / len(costs) + hw.op_overhead_s + transport.GOSSIP_DELAYS * delay
             cpu = e.peers * (k["a_p2p_s"] + k["b_byte_s"] * 2 * nbytes) if host else 0.0
             return every, comm, cpu
         if e.kind == "broadcast":
             steps_per_epoch = max(1, wl.samples // (n * wl.batch))
             every = max(1, round(pat.extra.get("sync_epochs", 1.0) * steps_per_epoch))
             wire, lat = ring_cost(hw, n, nbytes / 2)  # a broadcast moves M a worker, half a ring allreduce's 2M
-            comm = wire + lat / 2 * e.peers + hw.op_overhead_s * e.peers
+            comm = wire + lat / 2 * e.peers + hw.op_overhead_s * e.peers + delayed("broadcast", e.peers)
             cpu = 0.0
             if host and n > 1:
                 cpu = e.peers * k["a_allreduce_s"] + k["b_byte_s"] * 2 * nbytes
@@ -221,13 +242,15 @@ class Model:
         k, n, M = self.k, cfg.launch.np, wl.nbytes
         host = hw.emulated or hw.host_cores is not None
         window = int(max(e.every for e in pat.exchanges))
+        delay, _ = link_delay(hw, n + 1)
         visits = []
         for e in sorted(pat.exchanges, key=lambda e: (e.push, -e.every)):
             count = max(1, round(window / e.every))
             moved = (e.push + e.pull) * M
             worker_cpu = k["a_ps_s"] + k["b_byte_s"] * moved
             server_cpu = worker_cpu + (k["pass_byte_s"] * M if e.push else 0.0)
-            visits += [Visit(e.push * M, e.pull * M, server_cpu, worker_cpu)] * count
+            delays = (delay * d for d in transport.PROTOCOL_DELAYS["ps_commit" if e.push else "ps_pull"])
+            visits += [Visit(e.push * M, e.pull * M, server_cpu, worker_cpu, *delays)] * count
         shares = self.shares(cfg, hw)
         sleeps = self.sleeps(cfg, hw, wl, shares)
         passes = k["pass_byte_s"] * M * pat.local_passes if host else 0.0
@@ -256,7 +279,9 @@ class Model:
         swap_cpu = (k["a_ps_s"] + k["b_byte_s"] * 2 * M + k["pass_byte_s"] * M) if host else hw.op_overhead_s
         # half of a group's workers are actives, each swapping with a passive outside the group with odds 1 - g/n
         bw, lat = shared_link(hw, n, lambda g: g / 2 * (1 - g / n))
-        res = simulate_pairs(clients[0::2], clients[1::2], M, swap_cpu, bw, hw.ps_kappa, lat, k["cfs_period_s"])
+        delay, _ = link_delay(hw, n)
+        res = simulate_pairs(clients[0::2], clients[1::2], M, swap_cpu, bw, hw.ps_kappa, lat, k["cfs_period_s"],
+                             delays_s=tuple(delay * d for d in transport.PROTOCOL_DELAYS["pairwise"]))
         order = list(range(0, n, 2)) + list(range(1, n, 2))
         step = [0.0] * n
         per = [(0.0, 0.0, 0.0)] * n

@@ -16,6 +16,7 @@ workers' accumulated change Δ: two flat copies, a difference and a sum).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Callable, Literal
@@ -59,6 +60,9 @@ class Pattern:
     barrier: bool = True
     """Workers wait for one another (a collective, or SGP's in-peers): the slowest sets the pace."""
     note: str = ""
+    runtime: str = "horovod"
+    """What carries its collectives: ``horovod`` (a cycle and a negotiation before each) or ``torch`` (gloo's own,
+    torch.distributed; ``ddp``)."""
     extra: dict = field(default_factory=dict)
     """Settings of one pattern only: SGP's exponents cycle, FAST's restart cadence."""
 
@@ -82,6 +86,10 @@ def _sync(cfg, workload) -> Pattern:
 
 
 def _ddp(cfg, workload) -> Pattern:
+    return dataclasses.replace(_ddp_exchanges(cfg, workload), runtime="torch")
+
+
+def _ddp_exchanges(cfg, workload) -> Pattern:
     p = cfg.params
     if p.comm_hook == "post_localsgd":
         return _allreduce_family(p.post_localsgd_period, note="post-local SGD: parameters averaged every period "

@@ -29,6 +29,13 @@ class Visit:
     pull_bytes: float
     server_cpu_s: float
     worker_cpu_s: float
+    to_server_s: float = 0.0
+    """Link delay before the server can start on it (the header's first notice: one one-way delay)."""
+    hold_s: float = 0.0
+    """Link delay the server spends waiting inside the visit, serving no one (the header's and the payload's
+    notice-then-data round trips, :data:`bench.predict.transport.PROTOCOL_DELAYS`)."""
+    back_s: float = 0.0
+    """Link delay from the server's reply to the worker having it (the reply's one way)."""
 
 
 @dataclass
@@ -79,9 +86,9 @@ def simulate_server(clients: list[Client], visits: list[Visit], bytes_per_s: flo
         if v == 0 and len(done[w]) > windows:
             continue
         sent = hosts[w].run(t, visit.worker_cpu_s / 2)
-        start = max(sent, server_free)
-        link_end = start + wire(visit.push_bytes + kappa * visit.pull_bytes)
-        cpu_end = server.run(start, visit.server_cpu_s)
+        start = max(sent + visit.to_server_s, server_free)
+        link_end = start + visit.hold_s + wire(visit.push_bytes + kappa * visit.pull_bytes)
+        cpu_end = server.run(start + visit.hold_s, visit.server_cpu_s)
         end = max(link_end, cpu_end)
         busy += end - start
         server_free = end
@@ -90,7 +97,7 @@ def simulate_server(clients: list[Client], visits: list[Visit], bytes_per_s: flo
             clock += 1
         if visit.pull_bytes:
             pulled[w] = clock
-        back = end + wire((1 - kappa) * visit.pull_bytes) + 2 * latency_s
+        back = end + wire((1 - kappa) * visit.pull_bytes) + 2 * latency_s + visit.back_s
         back = hosts[w].run(back, visit.worker_cpu_s / 2)
         comm[w] += back - t
         if v + 1 < len(visits):
@@ -113,13 +120,16 @@ def simulate_server(clients: list[Client], visits: list[Visit], bytes_per_s: flo
 
 def simulate_pairs(actives: list[Client], passives: list[Client], swap_bytes: float, swap_cpu_s: float,
                    bytes_per_s: float, kappa: float, latency_s: float, period_s: float, steps: int = 300,
+                   delays_s: tuple[float, float, float] = (0.0, 0.0, 0.0),
                    seed: int = 0) -> QueueResult:
     """AD-PSGD: every step an active sends its model to a random passive and gets the passive's back; the passive's
     service thread does that on the passive's host (its CPU quota, shared with the passive's own steps), one swap at
     a time, its link a server's link (the push, and ``kappa`` of the reply, serialised). The service thread holds the
     passive's lock for the whole averaging, transfers included, and the passive's optimizer step takes that lock
     (bench/algorithms/adpsgd.py): a passive whose step ends during a swap waits for it. Actives wait for their swap.
-    Events are played in time order."""
+    Events are played in time order. ``delays_s``: the link delay of a swap (before the passive starts on it, while
+    it waits inside it, back to the active; :data:`bench.predict.transport.PROTOCOL_DELAYS`)."""
+    to_s, hold_s, back_s = delays_s
     rng = random.Random(seed)
     a_hosts = [CfsHost(c.share, period_s, rng.uniform(0, period_s)) for c in actives]
     p_hosts = [CfsHost(c.share, period_s, rng.uniform(0, period_s)) for c in passives]
@@ -154,15 +164,15 @@ def simulate_pairs(actives: list[Client], passives: list[Client], swap_bytes: fl
             f = a_hosts[i].run(t, c.step_cpu_s) + c.sleep_s
             compute[i] += f - t
             p = rng.randrange(npas)
-            sent = a_hosts[i].run(f, swap_cpu_s / 2) + latency_s
+            sent = a_hosts[i].run(f, swap_cpu_s / 2) + latency_s + to_s
             heapq.heappush(events, (sent, i, "s", (p, f)))
         else:
             p, f = p
             start = max(t, free[p])
-            link_end = start + wire((1 + kappa) * swap_bytes)
-            served = free[p] = max(link_end, p_hosts[p].run(start, swap_cpu_s))
+            link_end = start + hold_s + wire((1 + kappa) * swap_bytes)
+            served = free[p] = max(link_end, p_hosts[p].run(start + hold_s, swap_cpu_s))
             lock_until[p] = served + wire((1 - kappa) * swap_bytes)
-            back = a_hosts[i].run(lock_until[p] + latency_s, swap_cpu_s / 2)
+            back = a_hosts[i].run(lock_until[p] + latency_s + back_s, swap_cpu_s / 2)
             comm[i] += back - f
             ends[i].append(back)
             heapq.heappush(events, (back, i, "a", None))
