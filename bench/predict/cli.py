@@ -43,6 +43,9 @@ def render(rows: list[dict]) -> str:
         stale = f"{r['staleness_mean']:.2f}" if r["staleness_mean"] is not None else "-"
         err = ("not validated" if r["family_cells"] is None else
                f"{r['family']}: {r['family_median_abs_error']:.3f} / {r['family_max_abs_error']:.3f}, {r['family_cells']}")
+        if r.get("nearest_cells"):
+            err += (f"; nearest ({r['nearest']}): {r['nearest_median_abs_error']:.3f} / "
+                    f"{r['nearest_max_abs_error']:.3f}, {r['nearest_cells']}")
         lines.append(f"{r['algorithm']:<10} {r['np']:>4} {r['throughput']:>10.1f} {r['speedup']:>7.2f} "
                      f"{1e3 * r['step_s']:>8.2f} {1e3 * r['compute_s']:>8.2f} {1e3 * r['comm_s']:>8.2f} "
                      f"{1e3 * r['wait_s']:>7.2f}  {r['bound']:<8} {stale:>9}  {err}")

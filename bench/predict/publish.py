@@ -39,6 +39,7 @@ def validation(dest: Path) -> pd.DataFrame:
     validate.summary(df, "study").to_csv(tables / "validation_by_study.csv", index=False)
     validate.summary(df[~df["same_config_as_calibration"]]).to_csv(tables / "validation_summary_new_configs.csv",
                                                                    index=False)
+    validate.nearest_summary(df).to_csv(tables / "validation_by_band.csv", index=False)
     return df
 
 
@@ -73,6 +74,14 @@ def readme(dest: Path, val: pd.DataFrame, anc: pd.DataFrame, win: pd.DataFrame) 
                              "regimes calibration run" if name in ("c_full_s", "eta") else "the cluster's setting")}
                            for name in MEANING])
     fam = validate.summary(val)
+    band = validate.summary(val, "delay_band")
+    before = val[val["forecast_before_run"]]
+    before_table = pd.DataFrame([
+        {"forecast": "today's model", **validate.summary(before).iloc[-1].drop("family").to_dict()},
+        {"forecast": "as committed before the runs",
+         **validate.summary(before.assign(error=before["committed_forecast_error"])).iloc[-1].drop("family").to_dict()}])
+    tfit = k.get("transport_fit", {})
+    ttable = pd.DataFrame([r for r in tfit.get("table", []) if r["delay"] == "all"])
     new = validate.summary(val[~val["same_config_as_calibration"]])
     study = validate.summary(val, "study")
     misses = val[val["error"].abs() > 0.25].sort_values("error", key=abs, ascending=False)
@@ -90,10 +99,30 @@ def readme(dest: Path, val: pd.DataFrame, anc: pd.DataFrame, win: pd.DataFrame) 
         "",
         _md(consts, 4),
         "",
+        "### What a link's delay costs each operation (`transport` in `calibration.json`, `bench/predict/transport.py`)",
+        "",
+        f"Fitted on `{tfit.get('source', '?')}` alone ({tfit.get('cells', 0)} cells of `python -m bench.perf "
+        "collectives`: operation, size, n, rate, one-way delay; docs/results/collectives/README.md). Predicted / "
+        "measured - 1 of each operation's seconds, over its sizes, n, rates and delays:",
+        "",
+        _md(ttable) if len(ttable) else "no fit (no micro-benchmark cells)",
+        "",
         f"## Validation (`tables/validation.csv`: {len(val)} measured cells of {val['study'].nunique()} studies)",
         "",
         "Throughput predicted without refitting against the median over each cell's repeats; error = predicted / "
-        "measured - 1. Per family:",
+        "measured - 1 (`metric` throughput: no time-to-target forecast is validated here). Per one-way link delay "
+        "(the cell's `delay`, in its nearest band):",
+        "",
+        _md(band),
+        "",
+        f"The {len(before)} cells whose forecast was committed before they ran (`forecast_before_run`: "
+        + "; ".join(f"{s}: {w}" for s, w in validate.FORECAST_BEFORE_RUN.items())
+        + "): today's model was revised after they ran, so its error on them is a validation, not a forecast; the "
+        "forecast as committed is the honest forecast's error:",
+        "",
+        _md(before_table),
+        "",
+        "Per family:",
         "",
         _md(fam),
         "",

@@ -1,6 +1,7 @@
 """One prediction query: a run's configuration resolved as ``bench run`` would (not launched), the hardware it is
 modelled on, the model's prediction with S(n) over ``sync`` at one worker, and the validation error of the
-algorithm's family (``tables/validation_summary.csv``)."""
+algorithm's family (``tables/validation_summary.csv``) and of the validated cells nearest it: same family, same
+delay band (``tables/validation_by_band.csv``; emulated hardware only, the validated cells' own)."""
 
 from __future__ import annotations
 
@@ -12,10 +13,13 @@ from ..config import LaunchConfig, TrainConfig
 from ..layout import REPO_ROOT
 from ..resolve import hardware_profiles, load_hardware, resolve
 from ..typed import field_types
+from ..config import parse_delay
 from . import hardware
 from .model import Model
+from .validate import delay_band
 
 SUMMARY = "docs/results/predict/tables/validation_summary.csv"
+BY_BAND = "docs/results/predict/tables/validation_by_band.csv"
 
 
 def resolve_run(algorithm: str, np: int, hw_id: str, profile: str | None, overrides: dict):
@@ -52,11 +56,20 @@ def family_errors() -> dict:
     return {r["family"]: r for _, r in df.iterrows()}
 
 
+def nearest_errors() -> dict:
+    """(family, delay band) -> its row of ``tables/validation_by_band.csv``: the validated cells nearest a forecast."""
+    path = REPO_ROOT / BY_BAND
+    if not path.is_file():
+        return {}
+    return {(r["family"], r["delay_band"]): r for _, r in pd.read_csv(path).iterrows()}
+
+
 def predict_many(algorithms: list[str], nps: list[int], hw_id: str, profile: str | None, overrides: dict,
                  calibration: dict | None = None) -> list[dict]:
     """One row per (algorithm, n): the prediction, S(n) over sync at one worker, the family's validation error."""
     rows, base = [], None
     errors = family_errors()
+    near = nearest_errors()
     for algorithm in algorithms:
         get_algorithm(algorithm)
         for n in nps:
@@ -79,5 +92,11 @@ def predict_many(algorithms: list[str], nps: list[int], hw_id: str, profile: str
                       "family_median_abs_error": None if e is None else float(e["median_abs_error"]),
                       "family_max_abs_error": None if e is None else float(e["max_abs_error"]),
                       "family_cells": None if e is None else int(e["cells"])})
+            band = delay_band(1e3 * parse_delay(cfg.launch.link_delay or "")) if hw.emulated else None
+            e = near.get((fam, band))
+            p.update({"nearest": None if e is None else f"{fam}, delay {band}",
+                      "nearest_median_abs_error": None if e is None else float(e["median_abs_error"]),
+                      "nearest_max_abs_error": None if e is None else float(e["max_abs_error"]),
+                      "nearest_cells": None if e is None else int(e["cells"])})
             rows.append(p)
     return rows

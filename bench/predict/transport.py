@@ -221,8 +221,9 @@ def error_table(cells: list[dict], k: dict) -> list[dict]:
     for c in cells:
         err = seconds(c["op"], c["bytes"], c["np"], c["rate_bps"], c["delay_s"], k) / c["median_s"] - 1
         groups.setdefault((c["op"], "all"), []).append(err)
-        groups.setdefault((c["op"], c["delay"]), []).append(err)
+        groups.setdefault((c["op"], f"{c['delay_s'] * 1e3:g}ms"), []).append(err)
     for (op, delay), errs in groups.items():
         rows.append({"op": op, "delay": delay, "cells": len(errs), "median_abs_error": statistics.median(map(abs, errs)),
                      "max_abs_error": max(map(abs, errs)), "median_error": statistics.median(errs)})
-    return sorted(rows, key=lambda r: (OPS.index(r["op"]), r["delay"] != "all", r["delay"]))
+    return sorted(rows, key=lambda r: (OPS.index(r["op"]), r["delay"] != "all", float(r["delay"].rstrip("ms") or 0)
+                                       if r["delay"] != "all" else 0.0))

@@ -3,14 +3,24 @@
 The cells the calibration used (:data:`bench.predict.calibrate.CALIBRATION_CELLS`) are left out; a cell of another
 study with the same configuration as one of them (``regimes-quota``'s sync at 2 workers unshaped, a re-measurement of
 the calibration's) stays in, flagged ``same_config_as_calibration``, and the summary is given with and without them.
-``error`` is predicted / measured - 1 on throughput (samples a second, all workers).
+``error`` is predicted / measured - 1 on throughput (samples a second, all workers; ``metric``: ``throughput``).
+
+``delay`` is the cell's one-way link delay (ms) and ``delay_band`` the nearest of :data:`BANDS`; ``forecast_before_run``
+is true for the cells of a study whose forecast (``docs/results/<study>/forecast.csv``, ``python -m bench predict
+--forecast-study``) was committed before its runs (:data:`FORECAST_BEFORE_RUN`, with the commits), and
+``committed_forecast_error`` is that forecast's own error: the model of that day, not today's, which was revised
+after those cells ran.
 """
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 
 from ..algorithms import get_algorithm
+from ..config import parse_delay
+from ..layout import REPO_ROOT
 from . import hardware
 from .calibrate import calibration_keys
 from .cells import Cell, all_cells
@@ -18,7 +28,32 @@ from .model import Model
 
 COLUMNS = ["study", "cell", "algorithm", "family", "np", "link", "straggler", "repeats", "measured", "predicted",
            "error", "bound", "measured_step_ms", "predicted_step_ms", "measured_comm_ms", "predicted_comm_ms",
-           "measured_staleness", "predicted_staleness", "same_config_as_calibration"]
+           "measured_staleness", "predicted_staleness", "same_config_as_calibration", "delay", "delay_band",
+           "forecast_before_run", "committed_forecast_error", "metric"]
+BANDS = (0.0, 1.0, 5.0, 25.0)
+"""One-way delays (ms) the validation is summarised at; a cell goes to the nearest (on a log scale above 0)."""
+FORECAST_BEFORE_RUN = {
+    "regimes-latency": "forecast.csv committed in c0c6362 (2026-11-25 21:35 UTC), its runs in a38f94f (2026-11-26)",
+}
+"""Studies whose forecast was committed before their runs (``git log`` of ``forecast.csv`` and of ``runs.csv``)."""
+
+
+def delay_band(delay_ms: float) -> str:
+    """The band of a one-way delay: ``0ms``, ``1ms``, ``5ms`` or ``25ms`` (:data:`BANDS`, the nearest)."""
+    if delay_ms <= 0:
+        return "0ms"
+    band = min(BANDS[1:], key=lambda b: abs(math.log(delay_ms / b)))
+    return f"{band:g}ms"
+
+
+def _committed_forecasts() -> dict:
+    out = {}
+    for study in FORECAST_BEFORE_RUN:
+        path = REPO_ROOT / "docs" / "results" / study / "forecast.csv"
+        if path.is_file():
+            for r in pd.read_csv(path).itertuples():
+                out[study, r.algorithm, int(r.np), str(r.point)] = float(r.predicted)
+    return out
 
 
 def _signature(cell: Cell) -> tuple:
@@ -34,6 +69,7 @@ def table(calibration: dict | None = None, cells: list[Cell] | None = None) -> p
     model = Model(calibration)
     used = {_signature(c) for c in cells if (c.study, c.algorithm, c.np, c.point) in held}
     rows = []
+    committed = _committed_forecasts()
     for cell in cells:
         if (cell.study, cell.algorithm, cell.np, cell.point) in held:
             continue
@@ -48,6 +84,11 @@ def table(calibration: dict | None = None, cells: list[Cell] | None = None) -> p
                      "measured_comm_ms": 1e3 * (cell.comm_s + cell.wait_s), "predicted_comm_ms": 1e3 * (p.comm_s + p.wait_s),
                      "measured_staleness": cell.staleness, "predicted_staleness": p.staleness_mean,
                      "same_config_as_calibration": _signature(cell) in used})
+        delay_ms = 1e3 * parse_delay(cell.cfg.launch.link_delay or "")
+        before = committed.get((cell.study, cell.algorithm, cell.np, cell.point))
+        rows[-1].update({"delay": delay_ms, "delay_band": delay_band(delay_ms), "forecast_before_run": before is not None,
+                         "committed_forecast_error": None if before is None else before / cell.throughput - 1,
+                         "metric": "throughput"})
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
@@ -62,3 +103,12 @@ def summary(df: pd.DataFrame, by: str = "family") -> pd.DataFrame:
     out = pd.DataFrame([s for _, s in groups], index=[n for n, _ in groups])
     out.index.name = by
     return out.reset_index()
+
+
+def nearest_summary(df: pd.DataFrame) -> pd.DataFrame:
+    """:func:`summary` per family and delay band: the cells nearest a forecast (``bench predict`` quotes its row)."""
+    out = []
+    for (fam, band), g in df.groupby(["family", "delay_band"], sort=True):
+        row = summary(g).iloc[-1].drop("family").to_dict()
+        out.append({"family": fam, "delay_band": band, **row})
+    return pd.DataFrame(out)

@@ -186,9 +186,9 @@ def test_cli_bad_input_is_one_line_and_exit_2(args, fragment, capsys):
     assert err.count("\n") == 0 and err.startswith("error: ") and fragment in err
 
 
-def test_a_link_delay_adds_its_hops_to_the_step_and_an_unplanned_study_cannot_be_forecast(tmp_path):
-    """The model's one-way link delay: a ring allreduce waits 2(n-1) hops a step, so sync at 4 workers slows by
-    up to 6 x the delay; gossip (one peer) by about one. A study is forecast from its plan, before it runs."""
+def test_a_link_delay_slows_the_step_and_an_unplanned_study_cannot_be_forecast(tmp_path):
+    """The model's one-way link delay slows sync at 4 workers more than gossip (its terms, one per operation:
+    tests/single/test_transport.py). A study is forecast from its plan, before it runs."""
     from bench.predict import hardware
     from bench.predict.forecast import planned
     from bench.predict.model import Model
@@ -200,9 +200,7 @@ def test_a_link_delay_adds_its_hops_to_the_step_and_an_unplanned_study_cannot_be
         for algo in ("sync", "sgp"):
             cfg, _ = resolve_run(algo, 4, "emu", None, {"link_delay": delay})
             step[algo, delay] = Model(cal).predict(cfg, *hardware.for_config(cfg, cal)).step_s
-    # at most the 6 hops (a host whose quota was not used while it waited computes the next step faster), at least 4
-    assert 4 * 0.025 < step["sync", "25ms"] - step["sync", "0ms"] <= 6 * 0.025 + 1e-9
-    assert step["sgp", "25ms"] - step["sgp", "0ms"] < 2 * 0.025
+    assert step["sync", "25ms"] - step["sync", "0ms"] > 4 * (step["sgp", "25ms"] - step["sgp", "0ms"]) > 0
     assert planned("laptop", cal, root=tmp_path).empty
     proc = bench_cli("predict", "--forecast-study", "no-plan-here", "--out", str(tmp_path / "f.csv"))
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1 and "has no plan" in proc.stderr
