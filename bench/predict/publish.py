@@ -14,7 +14,7 @@ import pandas as pd
 from .. import plots
 from ..layout import REPO_ROOT
 from . import anchors as anchor_table
-from . import forecast, hardware, validate
+from . import forecast, hardware, target, validate
 from .calibrate import CALIBRATION_CELLS, MEANING
 from .figures import forecast_speedup, predicted_vs_measured
 
@@ -40,6 +40,7 @@ def validation(dest: Path) -> pd.DataFrame:
     validate.summary(df[~df["same_config_as_calibration"]]).to_csv(tables / "validation_summary_new_configs.csv",
                                                                    index=False)
     validate.nearest_summary(df).to_csv(tables / "validation_by_band.csv", index=False)
+    target.validation(df).to_csv(tables / "validation_time_to_target.csv", index=False)
     return df
 
 
@@ -81,6 +82,8 @@ def readme(dest: Path, val: pd.DataFrame, anc: pd.DataFrame, win: pd.DataFrame) 
         {"forecast": "as committed before the runs",
          **validate.summary(before.assign(error=before["committed_forecast_error"])).iloc[-1].drop("family").to_dict()}])
     tfit = k.get("transport_fit", {})
+    ttt = target.validation(val)
+    ttt_summary = validate.summary(ttt.assign(family=ttt["study"])) if len(ttt) else ttt
     ttable = pd.DataFrame([r for r in tfit.get("table", []) if r["delay"] == "all"])
     new = validate.summary(val[~val["same_config_as_calibration"]])
     study = validate.summary(val, "study")
@@ -125,6 +128,16 @@ def readme(dest: Path, val: pd.DataFrame, anc: pd.DataFrame, win: pd.DataFrame) 
         "Per family:",
         "",
         _md(fam),
+        "",
+        "### Time to target (`tables/validation_time_to_target.csv`, `metric` time_to_target)",
+        "",
+        f"Samples to the target per (algorithm, n), the median over the uncensored runs of `{target.CALIBRATION_STUDY}` "
+        "(its per-run table), over the model's throughput; validated on the held-out cells of "
+        + ", ".join(f"`{s}`" for s in target.VALIDATION_STUDIES) + " (error = predicted / measured - 1 of the median "
+        "time to target of each cell's uncensored runs). An (algorithm, n) without such runs is forecast as "
+        "throughput only.",
+        "",
+        _md(ttt_summary) if len(ttt_summary) else "no held-out cell",
         "",
         "Without the cells whose configuration equals a calibration cell's (re-measurements in another study): ",
         "",

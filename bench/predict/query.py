@@ -14,7 +14,7 @@ from ..layout import REPO_ROOT
 from ..resolve import hardware_profiles, load_hardware, resolve
 from ..typed import field_types
 from ..config import parse_delay
-from . import hardware
+from . import hardware, target
 from .model import Model
 from .validate import delay_band
 
@@ -64,12 +64,23 @@ def nearest_errors() -> dict:
     return {(r["family"], r["delay_band"]): r for _, r in pd.read_csv(path).iterrows()}
 
 
+def target_errors() -> float | None:
+    """Median |error| of the time-to-target forecasts over the held-out cells (``validation_time_to_target.csv``)."""
+    path = REPO_ROOT / "docs/results/predict/tables/validation_time_to_target.csv"
+    if not path.is_file():
+        return None
+    df = pd.read_csv(path)
+    return float(df["error"].abs().median()) if len(df) else None
+
+
 def predict_many(algorithms: list[str], nps: list[int], hw_id: str, profile: str | None, overrides: dict,
                  calibration: dict | None = None) -> list[dict]:
     """One row per (algorithm, n): the prediction, S(n) over sync at one worker, the family's validation error."""
     rows, base = [], None
     errors = family_errors()
     near = nearest_errors()
+    rel = target.relation()
+    ttt_err = target_errors()
     for algorithm in algorithms:
         get_algorithm(algorithm)
         for n in nps:
@@ -94,6 +105,10 @@ def predict_many(algorithms: list[str], nps: list[int], hw_id: str, profile: str
                       "family_cells": None if e is None else int(e["cells"])})
             band = delay_band(1e3 * parse_delay(cfg.launch.link_delay or "")) if hw.emulated else None
             e = near.get((fam, band))
+            ttt = target.time_to_target(algorithm, n, p["throughput"], rel) if hw.emulated else None
+            p.update({"time_to_target_s": ttt, "time_to_target_note": "throughput only: no measured relation"
+                      if ttt is None else f"samples to target of {rel[algorithm, n]['source']} / throughput",
+                      "time_to_target_median_abs_error": ttt_err if ttt is not None else None})
             p.update({"nearest": None if e is None else f"{fam}, delay {band}",
                       "nearest_median_abs_error": None if e is None else float(e["median_abs_error"]),
                       "nearest_max_abs_error": None if e is None else float(e["max_abs_error"]),

@@ -1,0 +1,68 @@
+"""Time to a target accuracy: the samples a method needs to reach it (measured) over the throughput the model forecasts.
+
+time to target = samples to target / throughput, where samples to target is a relation measured per algorithm and
+worker count on the suite's workload: the median over the uncensored runs of :data:`CALIBRATION_STUDY` (a run's
+``time_to_target_s`` x its ``throughput``, from its published per-run table ``tables/regimes.csv``). It does not
+model how the period or the staleness change it: a configuration whose (algorithm, n) has no such cell, or whose
+runs mostly did not reach the target, gets "throughput only" (None). The relation is validated on the cells of
+:data:`VALIDATION_STUDIES` (other links, delays and stragglers of the same workload and target), never fitted there.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from ..layout import run_name
+from .cells import RESULTS
+
+CALIBRATION_STUDY = "regimes-speedup"
+"""The named calibration cells of the relation: every (algorithm, n) of this study, both of its links."""
+VALIDATION_STUDIES = ("regimes-latency", "regimes")
+"""Held-out studies with the same workload and target accuracy (the regimes profile's)."""
+MIN_RUNS = 2
+"""Uncensored runs an (algorithm, n) needs for its relation to back a forecast."""
+
+
+def _runs(study: str) -> pd.DataFrame:
+    df = pd.read_csv(RESULTS / study / "tables" / "regimes.csv")
+    df["point"] = df["point"].fillna("")
+    df["samples_to_target"] = df["time_to_target_s"] * df["throughput"]
+    return df
+
+
+def relation(study: str = CALIBRATION_STUDY) -> dict[tuple[str, int], dict]:
+    """(algorithm, n) -> {samples: median samples to the target, runs, censored, source}, where backed."""
+    out = {}
+    for (algo, n), g in _runs(study).groupby(["algorithm", "np"]):
+        ok = g[~g["censored"].astype(bool) & g["samples_to_target"].notna()]
+        if len(ok) >= MIN_RUNS and len(ok) > len(g) / 2:
+            out[algo, int(n)] = {"samples": float(ok["samples_to_target"].median()), "runs": len(ok),
+                                 "censored": int(len(g) - len(ok)), "source": f"{study}/{algo}/np{int(n)}"}
+    return out
+
+
+def time_to_target(algorithm: str, n: int, throughput: float, rel: dict | None = None) -> float | None:
+    """Seconds to the target at ``throughput`` samples a second; None where no measured relation backs it."""
+    r = (rel if rel is not None else relation()).get((algorithm, n))
+    return None if r is None or throughput <= 0 else r["samples"] / throughput
+
+
+def validation(val: pd.DataFrame, studies=VALIDATION_STUDIES) -> pd.DataFrame:
+    """Per held-out cell with a backed relation: the measured median time to target (its uncensored runs; a cell
+    most of whose runs were censored is left out) against samples to target / the model's throughput for it
+    (``val``: :func:`bench.predict.validate.table`)."""
+    rel = relation()
+    pred = {(r.study, r.cell): r.predicted for r in val.itertuples()}
+    rows = []
+    for study in studies:
+        for (algo, n, point), g in _runs(study).groupby(["algorithm", "np", "point"]):
+            ok = g[~g["censored"].astype(bool) & g["time_to_target_s"].notna()]
+            key = (study, run_name(algo, int(n), point))
+            if key not in pred or (algo, int(n)) not in rel or len(ok) <= len(g) / 2:
+                continue
+            forecast = time_to_target(algo, int(n), pred[key], rel)
+            measured = float(ok["time_to_target_s"].median())
+            rows.append({"study": study, "cell": key[1], "algorithm": algo, "np": int(n), "metric": "time_to_target",
+                         "relation": rel[algo, int(n)]["source"], "measured": measured, "predicted": forecast,
+                         "error": forecast / measured - 1, "runs": len(ok)})
+    return pd.DataFrame(rows)
