@@ -43,6 +43,11 @@ def render(rows: list[dict]) -> str:
         stale = f"{r['staleness_mean']:.2f}" if r["staleness_mean"] is not None else "-"
         err = ("not validated" if r["family_cells"] is None else
                f"{r['family']}: {r['family_median_abs_error']:.3f} / {r['family_max_abs_error']:.3f}, {r['family_cells']}")
+        if r.get("time_to_target_s") is not None:
+            e = r.get("time_to_target_median_abs_error")
+            err += f"; to target {r['time_to_target_s']:.1f} s" + ("" if e is None else f" (median |error| {e:.3f})")
+        elif "time_to_target_s" in r:
+            err += "; time to target: throughput only"
         if r.get("nearest_cells"):
             err += (f"; nearest ({r['nearest']}): {r['nearest_median_abs_error']:.3f} / "
                     f"{r['nearest_max_abs_error']:.3f}, {r['nearest_cells']}")
