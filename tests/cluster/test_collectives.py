@@ -1,0 +1,35 @@
+"""python -m bench.perf collectives on the emulated cluster (about 30 s): a small gloo allreduce over 2 hosts waits
+two transfers of a notice and the data (4 one-way delays), a message whose receive was posted first one delay; the
+cells as JSON lines, the cluster down afterwards."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO
+from test_cluster import ENV, _skip_reason, cluster_ready, suite_objects  # noqa: F401 (fixture)
+
+pytestmark = [pytest.mark.skipif(_skip_reason() is not None, reason=_skip_reason() or ""),
+              pytest.mark.usefixtures("cluster_ready")]
+
+D = 0.005
+
+
+def test_a_small_allreduce_waits_four_delays_and_a_message_one(tmp_path):
+    out = tmp_path / "cells.jsonl"
+    proc = subprocess.run([sys.executable, "-m", "bench.perf", "collectives", "--rates", "100mbit", "--delays", "5ms",
+                           "--np", "2", "--sizes", "4K", "--ops", "allreduce_gloo,sendrecv", "--repeats", "2",
+                           "--jsonl", str(out)], capture_output=True, text=True, timeout=300, cwd=str(REPO), env=ENV)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    cells = {c["op"]: c for c in map(json.loads, out.read_text().splitlines())}
+    assert set(cells) == {"allreduce_gloo", "sendrecv"}
+    assert all(c["np"] == 2 and c["bytes"] == 4096 and c["link"] == "100mbit" and c["delay"] == "5ms"
+               for c in cells.values())
+    assert 4 * D <= cells["allreduce_gloo"]["median_s"] < 6 * D
+    assert D <= cells["sendrecv"]["median_s"] < 2 * D
+    assert "| 100mbit | 5ms | 2 | sendrecv | 4096 |" in proc.stdout
+    assert not any(suite_objects().values())
