@@ -125,6 +125,7 @@ def fit(cells=None) -> dict:
         k["transport"] = tfit["constants"]
         k["transport_fit"] = {"source": tfit["source"], "cells": tfit["cells"], "table": tfit["table"],
                               "meaning": transport.MEANING}
+    k["made"] = made()
     k["provenance"] = {
         "study_calibration": str(STUDY_CALIBRATION.relative_to(REPO_ROOT)),
         "microbench": str(MICROBENCH.relative_to(REPO_ROOT)),
@@ -132,6 +133,42 @@ def fit(cells=None) -> dict:
         "meaning": MEANING,
     }
     return k
+
+
+def made() -> dict:
+    """Where and when a calibration is made: this machine (host, CPU, cores), the UTC date, the checkout's commit."""
+    import datetime
+    import os
+    import platform
+
+    from ..system import git_record
+
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), platform.machine()) if Path("/proc/cpuinfo").is_file() else ""
+    return {"machine": f"{platform.node()} ({cpu}, {os.cpu_count()} cores)",
+            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "commit": git_record().get("commit") or "unknown"}
+
+
+def staleness_note(k: dict) -> str:
+    """What a forecast must say of its calibration: made on another machine, or before the model's code changed."""
+    from ..system import git_record
+
+    m, now = k.get("made") or {}, made()
+    notes = []
+    if not m:
+        return "calibration of unknown origin (no 'made' record)"
+    if m.get("machine") != now["machine"]:
+        notes.append(f"calibrated on another machine ({m.get('machine')})")
+    commit = m.get("commit")
+    if commit and commit != "unknown" and git_record().get("commit"):
+        import subprocess
+
+        diff = subprocess.run(["git", "-C", str(REPO_ROOT), "diff", "--quiet", commit, "--", "bench/predict"],
+                              capture_output=True, timeout=30)
+        if diff.returncode == 1:
+            notes.append(f"calibration older than the model's code (made at {commit[:12]})")
+    return "; ".join(notes)
 
 
 def write(path: Path = hardware.CALIBRATION) -> dict:

@@ -39,6 +39,7 @@ def render(rows: list[dict]) -> str:
     head = (f"{'algorithm':<10} {'np':>4} {'samples/s':>10} {'S(n)':>7} {'step ms':>8} {'compute':>8} {'comm':>8} "
             f"{'wait':>7}  {'bound':<8} {'staleness':>9}  validation |error| of its family (median / max, cells)")
     lines = [head]
+    made = next((r for r in rows if r.get("calibration_note")), None)
     for r in rows:
         stale = f"{r['staleness_mean']:.2f}" if r["staleness_mean"] is not None else "-"
         err = ("not validated" if r["family_cells"] is None else
@@ -54,6 +55,8 @@ def render(rows: list[dict]) -> str:
         lines.append(f"{r['algorithm']:<10} {r['np']:>4} {r['throughput']:>10.1f} {r['speedup']:>7.2f} "
                      f"{1e3 * r['step_s']:>8.2f} {1e3 * r['compute_s']:>8.2f} {1e3 * r['comm_s']:>8.2f} "
                      f"{1e3 * r['wait_s']:>7.2f}  {r['bound']:<8} {stale:>9}  {err}")
+    if made is not None:
+        lines.append(f"calibration: {made['calibration']} ({made['calibration_note']})")
     return "\n".join(lines)
 
 

@@ -14,7 +14,7 @@ from ..layout import REPO_ROOT
 from ..resolve import hardware_profiles, load_hardware, resolve
 from ..typed import field_types
 from ..config import parse_delay
-from . import hardware, target
+from . import calibrate, hardware, target
 from .model import Model
 from .validate import delay_band
 
@@ -80,6 +80,7 @@ def predict_many(algorithms: list[str], nps: list[int], hw_id: str, profile: str
     errors = family_errors()
     near = nearest_errors()
     rel = target.relation()
+    staleness = ""
     ttt_err = target_errors()
     for algorithm in algorithms:
         get_algorithm(algorithm)
@@ -91,12 +92,22 @@ def predict_many(algorithms: list[str], nps: list[int], hw_id: str, profile: str
             if calibration is None and any(e.get("calibration") for e in hw.compute.values()):
                 calibration = hardware.load_calibration()
             model = Model(calibration or hardware.load_calibration())
+            if hw.emulated and not staleness:
+                staleness = calibrate.staleness_note(model.k) or "current"
             if base is None:  # sync at one worker, with the run settings (not the algorithm's hyperparameters)
                 run_keys = set(field_types(TrainConfig)) | set(field_types(LaunchConfig))
                 one, _ = resolve_run("sync", 1, hw_id, profile, {k: v for k, v in overrides.items()
                                                                  if k in run_keys or k.startswith("horovod.")})
                 base = model.predict(one, *hardware.for_config(one, calibration, hw_id)).throughput
             p = model.predict(cfg, hw, wl).as_dict()
+            used = model.k if hw.emulated else None
+            if used is not None:
+                made = used.get("made") or {}
+                p["calibration"] = (f"{made.get('machine', '?')}, {made.get('date', '?')}, "
+                                    f"{str(made.get('commit', '?'))[:12]}")
+                p["calibration_note"] = staleness
+            else:
+                p["calibration"], p["calibration_note"] = "the hardware's description (its sources)", ""
             fam = get_algorithm(algorithm).family
             e = errors.get(fam)
             p.update({"speedup": p["throughput"] / base, "family": fam,
