@@ -106,3 +106,12 @@ def test_collectives_bad_arguments_one_line_exit_2_nothing_written(tmp_path, arg
     assert proc.returncode == 2, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and proc.stderr.startswith("error: ") and fragment in proc.stderr
     assert not out.exists()
+
+
+def test_a_forecast_says_when_its_calibration_is_from_elsewhere():
+    from bench.predict.calibrate import made, staleness_note
+
+    here = {**made(), "commit": "unknown"}
+    assert staleness_note({"made": here}) == ""
+    assert "another machine (elsewhere)" in staleness_note({"made": {**here, "machine": "elsewhere"}})
+    assert "unknown origin" in staleness_note({})
