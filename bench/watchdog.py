@@ -29,6 +29,7 @@ import hmac
 import json
 import os
 import secrets
+import select
 import signal
 import socket
 import threading
@@ -45,6 +46,9 @@ HEARTBEAT_S = 2.0
 SILENT_S = 20.0
 """A rank heard from and then silent this long is lost (module docstring: ten periods; with the launcher's check every
 second, a stopped rank is named within 22 s)."""
+AWAKE_S = 2.0
+"""The launcher judges silence only if its receiving thread found the socket drained within this many seconds (it
+looks at least every 0.5 s)."""
 HEARTBEAT_MAX_BYTES = 512
 """Largest heartbeat datagram accepted (a heartbeat is about 100 bytes)."""
 MAC_BYTES = 16
@@ -138,6 +142,7 @@ class Heartbeats:
         self.address = self.sock.getsockname()
         self.ranks: dict[int, dict] = {}  # rank -> {"pid", "host", "last", "bye"}
         self.refused = 0  # datagrams dropped: unsigned, oversized, malformed
+        self.awake = time.monotonic()  # when the receiving thread last found the socket drained (every 0.5 s at most)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._receive, name="bench-heartbeats", daemon=True)
         self._thread.start()
@@ -151,6 +156,7 @@ class Heartbeats:
             try:
                 data, _ = self.sock.recvfrom(HEARTBEAT_MAX_BYTES + 1)
             except socket.timeout:
+                self.awake = time.monotonic()
                 continue
             except OSError:
                 return
@@ -164,11 +170,18 @@ class Heartbeats:
                                     "bye": bool(beat.get("bye"))}
             except (ValueError, KeyError, TypeError):
                 self.refused += 1
+            with contextlib.suppress(OSError, ValueError):
+                if not select.select([self.sock], [], [], 0)[0]:
+                    self.awake = time.monotonic()  # drained: every heartbeat sent until now is counted
 
     def silent(self) -> list[tuple[int, dict, float]]:
         """(rank, what it said of itself, seconds since its last heartbeat) of every rank silent past :data:`SILENT_S`
-        that has not said goodbye."""
+        that has not said goodbye. Nothing while the receiving thread has not drained the socket for :data:`AWAKE_S` (this
+        process was suspended or starved: the heartbeats are waiting in the socket, and a healthy job was ended
+        blaming rank 0 when the launcher resumed after 20 s of SIGSTOP)."""
         now = time.monotonic()
+        if now - self.awake > AWAKE_S:
+            return []
         return [(r, info, now - info["last"]) for r, info in sorted(self.ranks.items())
                 if not info["bye"] and now - info["last"] > SILENT_S]
 
