@@ -8,7 +8,8 @@
 - a run's ``launch.log`` that cannot be written (a full disk, a read-only file system);
 - a run's record file (``rank<r>.jsonl``, ``eval.jsonl``: appended to, never replaced) deleted, replaced or
   truncated, or its ``config.json`` rewritten, while the job runs: the run would end ``ok`` with records lost or
-  with another configuration than the one that ran (:class:`RunFiles`);
+  with another configuration than the one that ran (:class:`RunFiles`; a rank's writer notices its own file too,
+  :meth:`bench.results.JsonlWriter.check_intact`, should it change before the launcher first saw it);
 - horovodrun itself stopped (SIGSTOP) :data:`bench.watchdog.SILENT_S` seconds: the ranks live on, but nobody
   collects their end;
 - a delay line of the emulated cluster that died (:class:`bench.cluster.DelayLineDown`).
@@ -89,11 +90,12 @@ class RunFiles:
                     self.records.setdefault(path, _identity(path) or (0, 0, 0))
         for path, was in list(self.records.items()):
             now = _identity(path)
-            if now is None:
-                raise JobFault(f"{path} was deleted while the job ran: its records are lost; the job was ended")
-            if now[0] != was[0] or now[1] < was[1]:
-                raise JobFault(f"{path} was replaced or truncated while the job ran ({was[1]} bytes, now {now[1]}): its "
-                               f"records are lost; the job was ended")
+            if now is None or now[0] != was[0]:
+                raise JobFault(f"{path} was deleted or replaced while the job ran: its records are lost; the job was "
+                               f"ended")
+            if now[1] < was[1]:
+                raise JobFault(f"{path} was truncated while the job ran ({was[1]} bytes, now {now[1]}): its records are "
+                               f"lost; the job was ended")
             self.records[path] = now
 
 
