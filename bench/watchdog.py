@@ -85,24 +85,31 @@ def unfinished(run_dirs: list[Path]) -> list[Path]:
     return left
 
 
-def watch_launcher(run_dirs: list[Path], interval_s: float = 1.0, owned=lambda run_dir: True) -> None:
-    """End this rank if the launcher that started the job (on this machine) is gone: marks the job's unfinished
-    runs failed (those still ``owned``: not deleted or replaced meanwhile) and exits. Without it a launcher killed
-    outright (SIGKILL) would leave the ranks running."""
+def launcher_gone() -> bool | None:
+    """True if the launcher that started this rank (on this machine) is gone, False if it runs, None if it cannot be
+    watched from here (not started by bench.launch, or on another machine)."""
     import psutil
 
     pid, start, boot = (os.environ.get(k) for k in (PID, START, BOOT))
     if not pid or not boot or _boot_id() != boot:
+        return None
+    try:
+        launcher = psutil.Process(int(pid))
+        return repr(launcher.create_time()) != start or launcher.status() == psutil.STATUS_ZOMBIE  # dead, not reaped
+    except psutil.NoSuchProcess:
+        return True
+
+
+def watch_launcher(run_dirs: list[Path], interval_s: float = 1.0, owned=lambda run_dir: True) -> None:
+    """End this rank if the launcher that started the job (on this machine) is gone: marks the job's unfinished
+    runs failed (those still ``owned``: not deleted or replaced meanwhile) and exits. Without it a launcher killed
+    outright (SIGKILL) would leave the ranks running."""
+    pid = os.environ.get(PID)
+    if launcher_gone() is None:
         return  # not started by bench.launch, or on another machine: its launcher cannot be watched from here
 
-    def alive() -> bool:
-        try:
-            return repr(psutil.Process(int(pid)).create_time()) == start
-        except psutil.NoSuchProcess:
-            return False
-
     def watch():
-        while alive():
+        while not launcher_gone():
             time.sleep(interval_s)
         with contextlib.suppress(Exception):
             for d in unfinished(run_dirs):
@@ -118,6 +125,8 @@ class Terminated(Exception):
 
 
 def _raise_terminated(signum, frame):
+    if launcher_gone():  # horovodrun's helpers end the ranks when horovodrun dies, the launcher with it (SIGKILL)
+        raise Terminated(f"received SIGTERM; the launcher (pid {os.environ.get(PID)}) is gone: job cancelled")
     raise Terminated("received SIGTERM")
 
 
