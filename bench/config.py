@@ -25,6 +25,21 @@ from . import SCHEMA_VERSION, BenchError, short
 MAX_THREADS = 256
 """Most torch threads a worker may ask for: more than any node's cores today; 100,000 starved the machine (each rank's
 OpenBLAS failed to map its threads' stacks, after launch) instead of being refused before it."""
+MAX_FUSION_BYTES = 1 << 32
+"""Largest ``horovod.fusion_threshold_bytes`` (4 GiB): Horovod allocates a fusion buffer of this size on each rank
+(and reads the variable as a 64-bit integer: 2**64 launched, then failed in every rank)."""
+MAX_WEIGHT_DECAY = 1.0
+"""Largest ``weight_decay``: an L2 coefficient past 1 outweighs the loss it regularises (1e-5..1e-1 in use); 1e308
+passed the checks and overflowed in the ranks' optimizer after launch."""
+MAX_LM_WIDTH = 1 << 16
+"""Widest ``transformer`` (``width``): a block holds 12 x width**2 weights, 5e10 at this width, past any machine's memory
+(2**40 ended in a RuntimeError traceback while the model was sized)."""
+MAX_LM_LAYERS = 1024
+"""Most ``transformer`` blocks (``layers``): each is built as Python modules, 10**6 ran for minutes before the memory
+check could answer (GPT-3 has 96)."""
+DATASET_CLASSES = {"mnist5k": 10, "digits": 10, "mnist": 10, "cifar10": 10, "pydoc_topics": 256}
+"""Classes of the datasets whose classes are fixed (pydoc_topics: its 256-byte vocabulary); ``num_classes`` sets
+those of ``synthetic`` (imagefolder counts its class folders)."""
 
 
 _RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(kbit|mbit|gbit)\s*$", re.IGNORECASE)
@@ -97,6 +112,14 @@ INTERFACE = re.compile(r"[A-Za-z0-9_.:-]{1,15}(,[A-Za-z0-9_.:-]{1,15})*")
 """``network_interface``: one or more interface names (Linux allows at most 15 characters), comma-separated
 (horovodrun writes it unquoted into the ranks' environment)."""
 MAX_PORT = 65535
+JOB_IDENTITY = re.compile(r"HOROVOD_(RANK|SIZE|LOCAL_RANK|LOCAL_SIZE|CROSS_RANK|CROSS_SIZE|HOSTNAME|CONTROLLER|"
+                          r"CPU_OPERATIONS|GLOO_RENDEZVOUS_ADDR|GLOO_RENDEZVOUS_PORT|GLOO_IFACE|ELASTIC)|"
+                          r"RANK|WORLD_SIZE|LOCAL_RANK|LOCAL_WORLD_SIZE|GROUP_RANK|GROUP_WORLD_SIZE|ROLE_RANK|"
+                          r"ROLE_WORLD_SIZE|MASTER_ADDR|MASTER_PORT|TORCHELASTIC_[A-Z_]+|OMPI_COMM_WORLD_[A-Z_]+|"
+                          r"PMI_RANK|PMI_SIZE")
+"""Variables that tell a process which rank of which job it is (Horovod's, torch.distributed's, MPI's): the launcher
+gives each rank its own, so none is inherited from the user's shell (``HOROVOD_RANK=5 HOROVOD_SIZE=9`` hung an np 2
+run and left its processes behind) nor set by a hardware profile's ``env``."""
 
 
 @dataclass
@@ -209,6 +232,13 @@ class TrainConfig:
                              f"logits out), got model {short(self.model)} with dataset {short(self.dataset)}")
         if self.width % self.heads:
             raise BenchError(f"width must be a multiple of heads, got width={self.width} and heads={self.heads}")
+        if self.width > MAX_LM_WIDTH or self.layers > MAX_LM_LAYERS:
+            raise BenchError(f"transformer width must be in [1, {MAX_LM_WIDTH}] and layers in [1, {MAX_LM_LAYERS}] "
+                             f"(12 x width**2 weights a block, each block built in Python), got width={self.width} and "
+                             f"layers={self.layers}")
+        if self.weight_decay > MAX_WEIGHT_DECAY:
+            raise BenchError(f"weight_decay must be in [0, {MAX_WEIGHT_DECAY:g}] (an L2 coefficient past 1 outweighs the "
+                             f"loss), got {short(self.weight_decay)}")
         if self.slow_factor < 1.0:
             raise BenchError(f"slow_factor must be >= 1 (1: no straggler), got {short(self.slow_factor)}")
         for name in ("seed", "split_seed"):
@@ -292,6 +322,9 @@ class HorovodSettings:
             value = getattr(self, name)
             if value is not None and value < 0:
                 raise BenchError(f"horovod.{name} must be >= 0, got {value!r}")
+        if self.fusion_threshold_bytes is not None and self.fusion_threshold_bytes > MAX_FUSION_BYTES:
+            raise BenchError(f"horovod.fusion_threshold_bytes must be in [0, {MAX_FUSION_BYTES}] (4 GiB: each rank "
+                             f"allocates a fusion buffer of this size), got {short(self.fusion_threshold_bytes)}")
         if self.wait_sleep_us is not None and not 0 < self.wait_sleep_us <= 10_000:
             raise BenchError(f"horovod.wait_sleep_us must be in (0, 10000] microseconds, got {short(self.wait_sleep_us)}")
         if self.wait_spin_us is not None and not 0 <= self.wait_spin_us <= 10_000:
@@ -405,6 +438,9 @@ class LaunchConfig:
             if not ENV_NAME.fullmatch(key):
                 raise BenchError(f"env name {short(key)} is not an environment variable's name: letters, digits and _, "
                                  f"not starting with a digit")
+            if JOB_IDENTITY.fullmatch(key):
+                raise BenchError(f"env {key}: a rank's identity is the launcher's to give (each rank gets its own), "
+                                 f"not a setting")
             if not ENV_VALUE.fullmatch(value):
                 raise BenchError(f"env {key}={short(value)}: a value must be printable ASCII text (no control "
                                  f"characters or newlines)")

@@ -23,11 +23,11 @@ import os
 from pathlib import Path
 from typing import Any
 
-from . import SCHEMA_VERSION, BenchError, cpu_idle
+from . import SCHEMA_VERSION, BenchError, cpu_idle, short
 from .algorithms import KEYS, get_algorithm
 from .cluster import check_delay, check_delay_support, check_supported, parse_rate
 from .cluster.spec import IFNAME
-from .config import HorovodSettings, LaunchConfig, RunConfig, TrainConfig
+from .config import DATASET_CLASSES, HorovodSettings, LaunchConfig, RunConfig, TrainConfig
 from .layout import REPO_ROOT, check_name
 from .placement import emulated_hosts_used, host_shares, processes
 from .results import read_json
@@ -300,7 +300,18 @@ def resolve(algorithm: str, *, np: int | None = None, profile: str | None = None
                     train=build(TrainConfig, sections["train"], what="train setting"),
                     launch=build(LaunchConfig, sections["launch"], what="launch setting"),
                     profile=profile, study=study, tag=tag)
+    _check_given_classes(cfg.train, sections["train"])
     return validate(cfg) if check else cfg
+
+
+def _check_given_classes(train: TrainConfig, given: dict) -> None:
+    """A ``num_classes`` given (params.yaml's profile or ``--set``) for a dataset whose classes are fixed must be
+    theirs: the model is built with the dataset's own, so another value would be ignored without a word (the
+    language model with num_classes 10 trained on its 256 bytes and reported ok)."""
+    fixed = DATASET_CLASSES.get(train.dataset)
+    if "num_classes" in given and fixed is not None and train.num_classes != fixed:
+        raise BenchError(f"num_classes {short(train.num_classes)}: dataset {train.dataset!r} has {fixed} classes, which "
+                         f"the model is built with (num_classes sets the synthetic dataset's); leave it out or give {fixed}")
 
 
 def config_from_dict(d: dict) -> RunConfig:

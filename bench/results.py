@@ -176,11 +176,27 @@ class JsonlWriter:
             self.flush()
 
     def flush(self) -> None:
+        self.check_intact()
         if self.pending:
             self.f.write("".join(record_line(r.line() if isinstance(r, StepRecord) else r) for r in self.pending))
             self.pending.clear()
         self.f.flush()
         self.next_flush = time.monotonic() + self.flush_s
+
+    def check_intact(self) -> None:
+        """ResultsError naming the file if it was deleted, replaced or truncated since this writer last wrote to it
+        (appending on would end the run ``ok`` with its earlier records lost)."""
+        self.f.flush()
+        mine, written = os.fstat(self.f.fileno()), os.lseek(self.f.fileno(), 0, os.SEEK_CUR)
+        try:
+            there = os.stat(self.path).st_ino
+        except OSError:
+            there = None
+        if mine.st_nlink == 0 or there != mine.st_ino:
+            raise ResultsError(f"{self.path} was deleted or replaced while the job ran: its records are lost")
+        if mine.st_size < written:
+            raise ResultsError(f"{self.path} was truncated while the job ran ({written} bytes written, "
+                               f"{mine.st_size} there): its records are lost")
 
     def close(self) -> None:
         if not self.f.closed:

@@ -19,7 +19,7 @@ import psutil
 import torch
 
 from . import BenchError
-from .config import RunConfig
+from .config import DATASET_CLASSES, RunConfig
 from .data import footprint as data_footprint
 from .data import steps_per_epoch
 from .models import footprint as model_footprint
@@ -60,8 +60,7 @@ def check_build(cfg: RunConfig) -> None:
 def rank_bytes(cfg: RunConfig) -> tuple[int, dict]:
     """A lower bound of one rank's memory in bytes (module docstring) and its parts."""
     shape, data_bytes, _ = data_footprint(cfg.train)
-    classes = 256 if cfg.train.dataset == "pydoc_topics" else (
-        cfg.train.num_classes if cfg.train.dataset == "synthetic" else 10)
+    classes = DATASET_CLASSES.get(cfg.train.dataset, cfg.train.num_classes)
     params, activations = model_footprint(cfg.train, shape, classes)
     parts = {"dataset": data_bytes, "weights and gradients": 2 * FLOAT_BYTES * params,
              "activations": FLOAT_BYTES * activations * cfg.train.batch_size}

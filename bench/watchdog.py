@@ -29,6 +29,7 @@ import hmac
 import json
 import os
 import secrets
+import select
 import signal
 import socket
 import threading
@@ -45,6 +46,9 @@ HEARTBEAT_S = 2.0
 SILENT_S = 20.0
 """A rank heard from and then silent this long is lost (module docstring: ten periods; with the launcher's check every
 second, a stopped rank is named within 22 s)."""
+AWAKE_S = 2.0
+"""The launcher judges silence only if its receiving thread found the socket drained within this many seconds (it
+looks at least every 0.5 s)."""
 HEARTBEAT_MAX_BYTES = 512
 """Largest heartbeat datagram accepted (a heartbeat is about 100 bytes)."""
 MAC_BYTES = 16
@@ -81,24 +85,31 @@ def unfinished(run_dirs: list[Path]) -> list[Path]:
     return left
 
 
-def watch_launcher(run_dirs: list[Path], interval_s: float = 1.0, owned=lambda run_dir: True) -> None:
-    """End this rank if the launcher that started the job (on this machine) is gone: marks the job's unfinished
-    runs failed (those still ``owned``: not deleted or replaced meanwhile) and exits. Without it a launcher killed
-    outright (SIGKILL) would leave the ranks running."""
+def launcher_gone() -> bool | None:
+    """True if the launcher that started this rank (on this machine) is gone, False if it runs, None if it cannot be
+    watched from here (not started by bench.launch, or on another machine)."""
     import psutil
 
     pid, start, boot = (os.environ.get(k) for k in (PID, START, BOOT))
     if not pid or not boot or _boot_id() != boot:
+        return None
+    try:
+        launcher = psutil.Process(int(pid))
+        return repr(launcher.create_time()) != start or launcher.status() == psutil.STATUS_ZOMBIE  # dead, not reaped
+    except psutil.NoSuchProcess:
+        return True
+
+
+def watch_launcher(run_dirs: list[Path], interval_s: float = 1.0, owned=lambda run_dir: True) -> None:
+    """End this rank if the launcher that started the job (on this machine) is gone: marks the job's unfinished
+    runs failed (those still ``owned``: not deleted or replaced meanwhile) and exits. Without it a launcher killed
+    outright (SIGKILL) would leave the ranks running."""
+    pid = os.environ.get(PID)
+    if launcher_gone() is None:
         return  # not started by bench.launch, or on another machine: its launcher cannot be watched from here
 
-    def alive() -> bool:
-        try:
-            return repr(psutil.Process(int(pid)).create_time()) == start
-        except psutil.NoSuchProcess:
-            return False
-
     def watch():
-        while alive():
+        while not launcher_gone():
             time.sleep(interval_s)
         with contextlib.suppress(Exception):
             for d in unfinished(run_dirs):
@@ -114,6 +125,8 @@ class Terminated(Exception):
 
 
 def _raise_terminated(signum, frame):
+    if launcher_gone():  # horovodrun's helpers end the ranks when horovodrun dies, the launcher with it (SIGKILL)
+        raise Terminated(f"received SIGTERM; the launcher (pid {os.environ.get(PID)}) is gone: job cancelled")
     raise Terminated("received SIGTERM")
 
 
@@ -138,6 +151,7 @@ class Heartbeats:
         self.address = self.sock.getsockname()
         self.ranks: dict[int, dict] = {}  # rank -> {"pid", "host", "last", "bye"}
         self.refused = 0  # datagrams dropped: unsigned, oversized, malformed
+        self.awake = time.monotonic()  # when the receiving thread last found the socket drained (every 0.5 s at most)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._receive, name="bench-heartbeats", daemon=True)
         self._thread.start()
@@ -151,6 +165,7 @@ class Heartbeats:
             try:
                 data, _ = self.sock.recvfrom(HEARTBEAT_MAX_BYTES + 1)
             except socket.timeout:
+                self.awake = time.monotonic()
                 continue
             except OSError:
                 return
@@ -164,11 +179,18 @@ class Heartbeats:
                                     "bye": bool(beat.get("bye"))}
             except (ValueError, KeyError, TypeError):
                 self.refused += 1
+            with contextlib.suppress(OSError, ValueError):
+                if not select.select([self.sock], [], [], 0)[0]:
+                    self.awake = time.monotonic()  # drained: every heartbeat sent until now is counted
 
     def silent(self) -> list[tuple[int, dict, float]]:
         """(rank, what it said of itself, seconds since its last heartbeat) of every rank silent past :data:`SILENT_S`
-        that has not said goodbye."""
+        that has not said goodbye. Nothing while the receiving thread has not drained the socket for :data:`AWAKE_S` (this
+        process was suspended or starved: the heartbeats are waiting in the socket, and a healthy job was ended
+        blaming rank 0 when the launcher resumed after 20 s of SIGSTOP)."""
         now = time.monotonic()
+        if now - self.awake > AWAKE_S:
+            return []
         return [(r, info, now - info["last"]) for r, info in sorted(self.ranks.items())
                 if not info["bye"] and now - info["last"] > SILENT_S]
 

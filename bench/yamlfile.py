@@ -8,7 +8,10 @@ anchors (an "alias bomb") make a value of a billion elements whose error message
 - a key given twice in one mapping is refused, naming both lines;
 - a file is at most :data:`MAX_BYTES`, nested at most :data:`MAX_DEPTH` deep, and holds at most :data:`MAX_NODES`
   values once its aliases are expanded (an alias that refers to itself is refused);
-- every refusal is one :class:`bench.BenchError` line naming the file (or ``--set`` value) and the line.
+- every refusal is one :class:`bench.BenchError` line naming the file (or ``--set`` value) and the line;
+- integers are read as YAML 1.2 (and JSON, and a person) read them: ``010`` is ten, not YAML 1.1's octal eight
+  (``seed: 0777`` was 511), octal only as ``0o17``; YAML 1.1's binary ``0b1``, sexagesimal ``1:20`` (80) and
+  underscores are not integers (they stay text, which a numeric setting refuses).
 
 The limits are far above what the suite's own files use (the largest, params.yaml, is about 6 kB, 6 deep, some 500
 values), far below what would exhaust the interpreter or the terminal.
@@ -16,6 +19,7 @@ values), far below what would exhaust the interpreter or the terminal.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -39,8 +43,17 @@ class _Limit(yaml.YAMLError):
         self.problem, self.problem_mark = problem, mark
 
 
+INT_TAG = "tag:yaml.org,2002:int"
+INTEGER = re.compile(r"^[-+]?(0|[1-9][0-9]*|0[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$")
+"""An integer as YAML 1.2's core schema writes it (a leading zero is decimal here, where YAML 1.2 calls it text)."""
+
+
 class _Loader(yaml.SafeLoader):
-    """SafeLoader with a depth limit while composing, and duplicate keys refused while constructing."""
+    """SafeLoader with a depth limit while composing, duplicate keys refused while constructing, and integers read
+    as YAML 1.2 reads them (module docstring)."""
+
+    yaml_implicit_resolvers = {first: [(tag, rx) for tag, rx in resolvers if tag != INT_TAG]
+                               for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
 
     def __init__(self, stream):
         super().__init__(stream)
@@ -70,6 +83,18 @@ class _Loader(yaml.SafeLoader):
                     raise _Limit(f"duplicate key {short(key)} (first given on line {first + 1})", key_node.start_mark)
                 seen[key] = key_node.start_mark.line
         return super().construct_mapping(node, deep)
+
+    def construct_yaml_int(self, node):
+        text = self.construct_scalar(node)
+        digits = text.lstrip("+-")
+        if not INTEGER.fullmatch(text):  # an explicit !!int of something else
+            raise _Limit(f"{text!r} is not an integer", node.start_mark)
+        value = int(digits[2:], 16 if digits[1] in "xX" else 8) if digits[:2] in ("0x", "0X", "0o") else int(digits, 10)
+        return -value if text.startswith("-") else value
+
+
+_Loader.add_implicit_resolver(INT_TAG, INTEGER, list("-+0123456789"))
+_Loader.add_constructor(INT_TAG, _Loader.construct_yaml_int)
 
 
 def _expanded_size(root) -> int:

@@ -44,7 +44,7 @@ from ..results import write_json_atomic
 from ..system import collect
 from .command import horovod_environment, horovod_record, horovodrun_command, host_slots, network
 from .job import execute, execute_many, jobs
-from .lock import RunLock, claim
+from .lock import RunLock, claim, run_path
 
 __all__ = ["check_launch", "execute", "execute_many", "prepare", "run", "run_many"]
 
@@ -70,7 +70,7 @@ def prepare(cfg: RunConfig, out: Path, force: bool = False, planned: Path | None
     study plan for ``cfg``, copied byte for byte (what the plan wrote is what runs). ``lock``: the directory's
     lock, already held by the caller (:func:`claim`, which applied ``force``); without it the directory is
     claimed for the time of this call."""
-    out = Path(out).resolve()
+    out = run_path(out)
     if lock is None:
         with claim(out, force) as own:
             return prepare(cfg, out, force, planned, own)
@@ -99,7 +99,7 @@ def run(cfg: RunConfig, out: Path | None = None, force: bool = False, echo: bool
     """Prepare and execute one run, owning its directory (:class:`RunLock`) and the emulated cluster, if it uses
     one, from the first file written to the end of the job; ``claimed()``, if given, is called once both are held
     (so that what it prints never precedes a refusal to run)."""
-    out = Path(out or default_run_dir(cfg)).resolve()
+    out = run_path(out or default_run_dir(cfg))
     check_launch([cfg])
     with claim(out, force) as lock, contextlib.ExitStack() as held:
         try:
@@ -119,7 +119,7 @@ def run_many(items: list[tuple[RunConfig, Path | None, Path | None]], force: boo
     launch settings as one job (:func:`execute_many`); returns (run directory, code) per item, in order."""
     cfgs = [c for c, _, _ in items]
     check_launch(cfgs)
-    outs = [Path(out or default_run_dir(c)).resolve() for c, out, _ in items]
+    outs = [run_path(out or default_run_dir(c)) for c, out, _ in items]
     twice = sorted({str(d) for d in outs if outs.count(d) > 1})
     if twice:
         raise BenchError(f"run directory {twice[0]!r} is given to more than one run")

@@ -11,7 +11,7 @@ from .. import watchdog
 from ..cluster import horovodrun_args, parse_delay
 from ..cluster.hostfile import check_hostfile
 from ..cluster.slurm import job_hostfile, uses_allocation
-from ..config import HOROVOD_DEFAULTS, RunConfig
+from ..config import HOROVOD_DEFAULTS, JOB_IDENTITY, RunConfig
 from ..layout import REPO_ROOT
 from ..placement import processes
 from ..system import horovodrun_path
@@ -82,10 +82,16 @@ def network(cfg: RunConfig, emulated: dict | None) -> dict:
                 "2 x link_delay" if emulated["delay"] else "latency not emulated (link_delay 0)")}
 
 
+def inherited_environment() -> dict[str, str]:
+    """This process's environment without a rank's identity (:data:`bench.config.JOB_IDENTITY`): what a job inherits
+    from the user's shell."""
+    return {k: v for k, v in os.environ.items() if not JOB_IDENTITY.fullmatch(k)}
+
+
 def horovod_environment(cfg: RunConfig, base: dict | None = None) -> dict[str, str]:
-    """The job's environment from ``base`` (default: this process's): the hardware profile's ``env``, then its
-    Horovod settings (``cfg.launch.horovod``: they win over the same variables in the shell or ``env``)."""
-    full_env = dict(os.environ if base is None else base)
+    """The job's environment from ``base`` (default: :func:`inherited_environment`): the hardware profile's ``env``,
+    then its Horovod settings (``cfg.launch.horovod``: they win over the same variables in the shell or ``env``)."""
+    full_env = dict(inherited_environment() if base is None else base)
     full_env.update(cfg.launch.env)
     full_env.update(cfg.launch.horovod.env())
     return full_env
@@ -111,7 +117,7 @@ def horovod_record(cfg: RunConfig, job_env: dict) -> dict:
 def job_environment(cfg: RunConfig, emulated: dict | None, env: dict | None) -> dict[str, str]:
     """The environment of a job's processes: this one's, the suite on PYTHONPATH, progress lines, Horovod's settings
     of the run, the emulated cluster's variables, the launcher's identity (the ranks watch it), then ``env``."""
-    full_env = dict(os.environ)
+    full_env = inherited_environment()
     full_env.setdefault("BENCH_PROGRESS", "1")
     full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), full_env.get("PYTHONPATH")]))
     full_env.setdefault("HOROVOD_GLOO_TIMEOUT_SECONDS", "120")

@@ -1,7 +1,8 @@
 """The ownership of a run directory: :class:`RunLock` (an exclusive ``flock`` on ``<run dir>/.lock``, which names the
 holder's pid, host and command) and :func:`claim`, which takes it for a new run or, with ``force``, for replacing
-an unheld run directory (one holding this suite's ``config.json``), refusing everything else with a
-:class:`bench.BenchError` that names the holder or the reason."""
+an unheld run directory (one holding this suite's ``config.json`` and nothing but what a run writes), refusing
+everything else with a :class:`bench.BenchError` that names the holder or the reason; :func:`run_path`, the run
+directory's path checked (no symlink loop, no name over 255 bytes, not inside a ``.git`` folder) and resolved."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import contextlib
 import fcntl
 import json
 import os
+import re
 import secrets
 import shutil
 import socket
@@ -25,6 +27,31 @@ RESERVE_BYTES = 16384
 a failed run's summary on a full disk."""
 TOKENS = "BENCH_RUN_TOKENS"
 """Environment of a job's processes: run directory -> the token of its holder's lock (:func:`still_ours`)."""
+
+
+RUN_FILES = re.compile(r"config\.json|system\.json|summary\.json|launch\.log|eval\.jsonl|model\.pt|rank\d+\.jsonl|"
+                       r"\.lock|\.[a-z]+\.json\.[A-Za-z0-9_]+\.tmp")
+"""The names of what a run writes into its directory (a ``.<name>.json.*.tmp`` is one being written): ``--force``
+deletes these, and refuses a directory that holds anything else (a user's own files beside a config.json)."""
+NAME_MAX = 255
+"""The longest name of one path component, in bytes (Linux file systems)."""
+
+
+def run_path(out: Path | str) -> Path:
+    """``out`` resolved, or a BenchError naming it: a name component over :data:`NAME_MAX` bytes, a symlink loop,
+    or a place inside a ``.git`` folder (git's own data: a run written there corrupts the repository or is lost)."""
+    for part in Path(out).parts:
+        if len(os.fsencode(part)) > NAME_MAX:
+            raise BenchError(f"run directory {str(out)[:60]!r}...: its name {part[:24]!r}... is {len(os.fsencode(part))} "
+                             f"bytes; a file name has at most {NAME_MAX}")
+    try:
+        resolved = Path(out).resolve()
+    except (RuntimeError, OSError) as e:  # RuntimeError: "Symlink loop from ..." (Python 3.11)
+        raise BenchError(f"run directory {str(out)!r} cannot be resolved: {getattr(e, 'strerror', None) or e}") from None
+    if ".git" in resolved.parts:
+        raise BenchError(f"run directory {str(resolved)!r} lies inside a .git folder (git's own data); give --out "
+                         f"a folder outside it")
+    return resolved
 
 
 class RunDirLost(RuntimeError):
@@ -213,6 +240,10 @@ def claim(out: Path, force: bool = False, clear: bool = True) -> RunLock:
         if held and not is_run_dir(out):
             raise BenchError(f"--force replaces only a run directory, and {str(out)!r} is not one (no config.json of "
                              f"this suite): refusing to delete it; give --out a new or empty directory")
+        foreign = sorted(p.name for p in held if not RUN_FILES.fullmatch(p.name))
+        if foreign:
+            raise BenchError(f"--force replaces only a run directory, and {str(out)!r} holds {foreign[0]!r}, which no run "
+                             f"writes: refusing to delete it; move it away, or give --out a new or empty directory")
         return held
 
     check(None)

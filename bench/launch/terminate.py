@@ -52,6 +52,7 @@ def kill_job(proc: subprocess.Popen, config_path: Path, grace_s: float = 10.0) -
     for p in procs:
         with contextlib.suppress(psutil.NoSuchProcess):
             p.terminate()
+            p.resume()  # a stopped process (SIGSTOP) takes its SIGTERM only once continued
     _, alive = psutil.wait_procs(procs, timeout=grace_s)
     for p in alive:
         with contextlib.suppress(psutil.NoSuchProcess):

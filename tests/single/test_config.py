@@ -85,6 +85,18 @@ def test_parse_set_reads_yaml_scalars():
         parse_set(["lr"])
 
 
+def test_yaml_integers_are_read_as_yaml_1_2_reads_them():
+    """A leading zero is decimal (YAML 1.1 read epochs=010 as 8, seed=0777 as 511); octal only as 0o, hex as 0x;
+    YAML 1.1's sexagesimal, binary and underscored integers stay text (a numeric setting then refuses them)."""
+    from bench.yamlfile import load_text
+
+    assert parse_set(["epochs=010", "seed=0777", "threads=-0", "batch_size=0o17", "max_steps=0x1F"]) == {
+        "epochs": 10, "seed": 777, "threads": 0, "batch_size": 15, "max_steps": 31}
+    assert load_text("[1:20, 0b11, 1_000, 1.5, 5e-2]", "x") == ["1:20", "0b11", "1_000", 1.5, "5e-2"]
+    with pytest.raises(BenchError, match="expected an integer"):
+        resolve("sync", profile="tiny", overrides=parse_set(["epochs=1_000"]), check=False)
+
+
 def test_config_json_rejects_unknown_keys():
     d = resolve("sync").to_dict()
     d["train"]["learning_rate"] = 0.1

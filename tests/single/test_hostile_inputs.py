@@ -48,6 +48,10 @@ def run_with(*args: str):
     return lambda t: (RUN + ["--out", str(t / "out"), *args], {})
 
 
+def lm_with(*args: str):
+    return lambda t: (RUN + ["--profile", "tiny-lm", "--out", str(t / "out"), *args], {})
+
+
 def alias_bomb(levels: int = 9) -> str:
     lines = ["bomb0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
     lines += [f"bomb{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]" for i in range(1, levels)]
@@ -129,6 +133,24 @@ def out_is_a_file(t: Path):
     return ["run", "sync", "--np", "1", "--profile", "tiny", "--out", str(t / "afile")], {}
 
 
+def out_symlink_loop(t: Path):
+    (t / "loop").symlink_to(t / "loop")
+    return RUN + ["--out", str(t / "loop" / "run")], {}
+
+
+def out_in_git(t: Path):
+    (t / "repo" / ".git").mkdir(parents=True)
+    return RUN + ["--out", str(t / "repo" / ".git" / "run")], {}
+
+
+def force_beside_own_files(t: Path):
+    """A folder holding a config.json of this suite beside the user's own file: --force must not delete that."""
+    (t / "mine").mkdir()
+    (t / "mine" / "config.json").write_text('{"schema_version": 1}')
+    (t / "mine" / "thesis.tex").write_text("two years of work\n")
+    return RUN + ["--force", "--out", str(t / "mine")], {}
+
+
 CASES = [
     # names: an empty name never means the default
     ("names/empty profile", lambda t: (["run", "sync", "--np", "1", "--quiet", "--profile", "", "--out", str(t / "out")], {}), "--profile is empty"),
@@ -193,6 +215,23 @@ CASES = [
     # the third sweep's minor leftovers
     ("names/tag too long for a folder", run_with("--tag", "a" * 300), "(300 characters): a tag name has at most 128"),
     ("values/np given twice", run_with("--set", "np=0"), "np given twice: --np 1 and --set np=0; give one of them"),
+    # the fourth sweep (issue 48): values of the run path that made no sense
+    ("values/np a bool", run_with("--set", "np=true"), "invalid launch setting 'np' True: expected an integer"),
+    ("values/fusion threshold 2**64", run_with("--set", f"horovod.fusion_threshold_bytes={2 ** 64}"),
+     "horovod.fusion_threshold_bytes must be in [0, 4294967296]"),
+    ("values/weight decay 1e308", run_with("--set", "weight_decay=1e308"), "weight_decay must be in [0, 1]"),
+    ("values/LM classes below its vocabulary", lm_with("--set", "num_classes=10"),
+     "num_classes 10: dataset 'pydoc_topics' has 256 classes"),
+    ("values/LM width 2**40", lm_with("--set", f"width={2 ** 40}"), "transformer width must be in [1, 65536]"),
+    ("values/LM layers 10**6", lm_with("--set", f"layers={10 ** 6}"), "layers in [1, 1024]"),
+    ("yaml/leading zero is decimal, not octal", run_with("--set", "threads=0300"),  # YAML 1.1: 192, launched
+     "threads must be in [1, 256] (torch threads a worker), got 300"),
+    ("files/out a symlink loop", out_symlink_loop, "cannot be resolved: Symlink loop from"),
+    ("files/out a name over 255 bytes", run_with("--tag", "x", "--out", "/tmp/" + "a" * 300), "is 300 bytes; a file name has at most 255"),
+    ("files/out inside .git", out_in_git, "lies inside a .git folder"),
+    ("files/force beside the user's own files", force_beside_own_files, "holds 'thesis.tex', which no run writes"),
+    ("env/rank identity in a profile's env", run_with("--set", "env={HOROVOD_RANK: '5'}"),
+     "env HOROVOD_RANK: a rank's identity is the launcher's to give"),
 ]
 
 
