@@ -19,19 +19,20 @@ import json
 import sys
 from pathlib import Path
 
-from .. import BenchError
+from .. import BenchError, short
 from ..layout import REPO_ROOT
 from ..resolve import parse_set
 from . import calibrate, forecast
-from .query import predict_many
+from .query import MAX_NP, predict_many
 
-def _ints(text: str, what: str) -> list[int]:
+def _ints(text: str, what: str, bound: int) -> list[int]:
     try:
         values = [int(v) for v in text.split(",") if v.strip()]
     except ValueError:
         values = []
-    if not values or any(v < 1 for v in values):
-        raise BenchError(f"--{what} must be integers >= 1, comma-separated; got {text!r}")
+    if not values or any(not 1 <= v <= bound for v in values):
+        raise BenchError(f"--{what} must be integers in [1, {bound}], comma-separated (the simulator steps every "
+                         f"worker: more would run for minutes); got {short(text)}")
     return values
 
 
@@ -72,7 +73,7 @@ def cmd_predict(args) -> int:
     if not args.algorithms or not args.hardware:
         raise BenchError("give ALGO[,ALGO...] and --hardware HW (or --calibrate, --publish DIR)")
     algorithms = [a.strip() for a in args.algorithms.split(",") if a.strip()]
-    rows = predict_many(algorithms, _ints(args.np, "np"), args.hardware, args.profile, parse_set(args.set or []))
+    rows = predict_many(algorithms, _ints(args.np, "np", MAX_NP), args.hardware, args.profile, parse_set(args.set or []))
     print(json.dumps(rows, indent=2, default=float) if args.json else render(rows))
     return 0
 
