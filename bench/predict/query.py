@@ -77,7 +77,16 @@ def family_errors() -> dict:
     path = REPO_ROOT / SUMMARY
     if not path.is_file():
         return {}
-    df = pd.read_csv(path)
+    try:
+        df = pd.read_csv(path)
+    except (OSError, UnicodeDecodeError, ValueError) as e:  # pandas' ParserError and EmptyDataError are ValueErrors
+        raise BenchError(f"{path}: not a validation summary ({str(e).splitlines()[0] if str(e) else e!r})") from None
+    missing = [k for k in ("family", "median_abs_error", "max_abs_error", "cells") if k not in df.columns]
+    if missing:
+        raise BenchError(f"{path}: no column {missing[0]!r}; run `python -m bench predict --publish` again")
+    for k in ("median_abs_error", "max_abs_error", "cells"):
+        if not pd.api.types.is_numeric_dtype(df[k]):
+            raise BenchError(f"{path}: column {k!r} holds text, not numbers")
     return {r["family"]: r for _, r in df.iterrows()}
 
 
