@@ -8,7 +8,7 @@ import math
 import sys
 from pathlib import Path
 
-from . import BenchError, launch, run_command
+from . import BenchError, OneLineParser, launch, run_command
 from .algorithms import get_algorithm, names
 from .cluster.cli import add_parser as add_cluster
 from .launch.command import horovodrun_command
@@ -83,14 +83,6 @@ def cmd_te(args) -> int:
     return 0
 
 
-class OneLineParser(argparse.ArgumentParser):
-    """argparse with a usage error in one line (``error: ...``, exit 2), not the usage block and the error: the
-    suite's rule for bad input. Subcommands' parsers are of this class too (``add_subparsers`` uses the parent's)."""
-
-    def error(self, message: str):
-        self.exit(2, f"error: {message} (see {self.prog} --help)\n")
-
-
 def build_parser() -> argparse.ArgumentParser:
     ap = OneLineParser(prog="python -m bench", description="Distributed and asynchronous SGD benchmarks on Horovod.")
     sub = ap.add_subparsers(dest="command", required=True)
@@ -136,8 +128,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    return run_command(args.func, args)
+    def command() -> int:  # parsed inside the guard: --help into a closed pipe ends quietly too
+        args = build_parser().parse_args(argv)
+        return args.func(args)
+
+    return run_command(command)
 
 
 if __name__ == "__main__":

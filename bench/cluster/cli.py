@@ -8,7 +8,7 @@ import os
 import sys
 import time
 
-from .. import BenchError, run_command
+from .. import BenchError, OneLineParser, run_command
 from . import delay, net, slurm
 from .cgroups import share_of
 from .lifecycle import down, leftovers, problems, start_slurm, state, up
@@ -89,7 +89,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench")
+    ap = OneLineParser(prog="python -m bench")
     sub = ap.add_subparsers(dest="command", required=True)
     add_parser(sub)
     argv = list(sys.argv[1:] if argv is None else argv)

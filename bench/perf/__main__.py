@@ -7,6 +7,7 @@ import pkgutil
 import sys
 
 import bench.perf as perf
+from bench import run_command
 
 
 def available() -> list[str]:
@@ -19,7 +20,7 @@ def main(argv: list[str] | None = None) -> int:
         bad = f"unknown benchmark {argv[0]!r}; " if argv else ""
         print(f"error: {bad}valid: {', '.join(available())}", file=sys.stderr)
         return 2
-    return importlib.import_module(f"bench.perf.{argv[0]}").main(argv[1:]) or 0
+    return run_command(lambda: importlib.import_module(f"bench.perf.{argv[0]}").main(argv[1:]) or 0)
 
 
 if __name__ == "__main__":

@@ -36,7 +36,7 @@ from ..resolve import parse_set, resolve
 from ..results import load_run, read_json, write_json_atomic
 from ..system import horovodrun_path
 from ..worker import Worker
-from . import fmt_ratio, median, medians, table
+from . import PerfParser, fmt_ratio, median, medians, table
 
 ALGOS = ("sync", "delayed", "layerwise", "lasgd")
 
@@ -77,7 +77,7 @@ def _inner(out: Path, profile: str, overrides: dict, repeats: int, np: int) -> i
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.perf allreduce", description=__doc__.splitlines()[0])
+    ap = PerfParser(prog="python -m bench.perf allreduce", description=__doc__.splitlines()[0])
     ap.add_argument("--profile", default="comm-heavy")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     ap.add_argument("--repeats", type=int, default=3)

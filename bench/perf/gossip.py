@@ -15,7 +15,6 @@ show relative communication cost, not scaling.
 
 from __future__ import annotations
 
-import argparse
 import os
 import tempfile
 import time
@@ -27,7 +26,7 @@ from ..metrics.accuracy import accuracy_after_time
 from ..metrics.throughput import throughput
 from ..resolve import parse_set, resolve
 from ..results import load_run, read_json
-from . import fmt_ratio, medians, table
+from . import PerfParser, fmt_ratio, medians, table
 
 VARIANTS = {  # label -> (algorithm, overrides)
     "sync": ("sync", {}),
@@ -56,7 +55,7 @@ def figures(run) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.perf gossip", description=__doc__.splitlines()[0])
+    ap = PerfParser(prog="python -m bench.perf gossip", description=__doc__.splitlines()[0])
     ap.add_argument("--np", type=int, default=4)
     ap.add_argument("--profile", default="laptop")
     ap.add_argument("--repeats", type=int, default=3)

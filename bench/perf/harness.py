@@ -39,7 +39,7 @@ from ..metrics.stats import paired_ratio
 from ..placement import runtime
 from ..resolve import parse_set, resolve
 from ..worker import Worker
-from . import median, table, workload_options
+from . import PerfParser, median, table, workload_options
 from .overhead import HARNESS, horovod_env, quiet_before
 from .plain import window
 
@@ -151,7 +151,7 @@ def report(rows: list[dict]) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m bench.perf harness", description=__doc__.splitlines()[0])
+    ap = PerfParser(prog="python -m bench.perf harness", description=__doc__.splitlines()[0])
     return workload_options(ap, repeats=8, each="variant")
 
 

@@ -28,7 +28,7 @@ from pathlib import Path
 from .. import BenchError
 from ..metrics.stats import paired_ratio
 from ..resolve import parse_set, resolve
-from . import median, table, workload_options
+from . import PerfParser, median, table, workload_options
 from .overhead import horovod_env, quiet_before
 from .plain import plain_job
 
@@ -104,7 +104,7 @@ def report(rows: list[dict], ddp_median: float) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m bench.perf horovod_best", description=__doc__.splitlines()[0])
+    ap = PerfParser(prog="python -m bench.perf horovod_best", description=__doc__.splitlines()[0])
     ap.add_argument("--candidate", action="append", default=[], metavar="NAME:KEY=VALUE[,KEY=VALUE]",
                     help="horovod settings to try on top of the profile's (repeatable)")
     ap.add_argument("--np", type=int, default=2, dest="np_", metavar="N", help="workers (default 2)")

@@ -28,7 +28,6 @@ The settings of each hardware profile live in its ``horovod:`` block (:class:`be
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 from pathlib import Path
@@ -36,6 +35,8 @@ from pathlib import Path
 from ..config import HOROVOD_DEFAULTS, HorovodSettings
 from ..resolve import hardware_profiles, load_hardware, load_params
 from ..typed import build
+from .. import BenchError
+from . import PerfParser
 
 KNOBS: dict[str, str] = dict(HorovodSettings.ENV)
 """Typed setting (``launch.horovod.<name>``, :class:`bench.config.HorovodSettings`) -> its environment variable."""
@@ -83,13 +84,22 @@ def parse_env(items: list[str]) -> dict[str, str]:
 # -- timeline ----------------------------------------------------------------------------------------------
 
 def read_timeline(path: str | Path) -> list[dict]:
-    """Events of a Horovod timeline (Chrome trace JSON; Horovod may leave the array unterminated)."""
-    text = Path(path).read_text().strip()
-    if text.endswith(","):
-        text = text[:-1]
-    if not text.endswith("]"):
-        text += "]"
-    return json.loads(text)
+    """Events of a Horovod timeline (Chrome trace JSON; Horovod may leave the array unterminated); a file that is not
+    one is refused naming it."""
+    if not Path(path).is_file():
+        raise BenchError(f"timeline {str(path)!r}: not a file")
+    try:
+        text = Path(path).read_text().strip()
+        if text.endswith(","):
+            text = text[:-1]
+        if not text.endswith("]"):
+            text += "]"
+        events = json.loads(text)
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as e:
+        raise BenchError(f"timeline {str(path)!r}: not a Horovod timeline (a JSON array of events): {e}") from None
+    if not (isinstance(events, list) and all(isinstance(e, dict) for e in events)):
+        raise BenchError(f"timeline {str(path)!r}: not a Horovod timeline (a JSON array of events)")
+    return events
 
 
 def _merge(intervals: list[tuple[float, float]]) -> tuple[float, int]:
@@ -203,7 +213,7 @@ def latency_probe(repeats: int = 300, numel: int = 1000, idle_s: float = 3.0) ->
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.perf horovod_knobs", description=__doc__.splitlines()[0])
+    ap = PerfParser(prog="python -m bench.perf horovod_knobs", description=__doc__.splitlines()[0])
     ap.add_argument("--timeline", nargs="+", default=[], metavar="FILE", help="summarize Horovod timeline files")
     ap.add_argument("--skip", type=float, default=0.0, metavar="S", help="leave out the first S seconds of each timeline")
     ap.add_argument("--latency", action="store_true",
@@ -220,8 +230,9 @@ def main(argv: list[str] | None = None) -> int:
               f"idle: {r['idle_cores']:.3f} cores per rank")
         return 0
     if args.timeline:
-        for f in args.timeline:
-            print(format_timeline(summarize_timeline(f, args.skip)))
+        summaries = [summarize_timeline(f, args.skip) for f in args.timeline]  # every file read before a line
+        for summary in summaries:
+            print(format_timeline(summary))
         return 0
     print("Horovod settings per hardware profile (pipelines/hardware/<id>.yaml, horovod:; docs/horovod.md has the "
           "measurements)")

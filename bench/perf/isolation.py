@@ -32,7 +32,6 @@ stay); without one, the cluster made here is taken down.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import math
@@ -53,7 +52,7 @@ from ..layout import REPO_ROOT
 from ..models import build_model, make_optimizer
 from ..resolve import load_hardware, resolve
 from ..results import load_run
-from . import median
+from . import PerfParser, median
 
 MARK = "ISOLATION "
 READY = "READY"
@@ -299,12 +298,12 @@ def rank_threads(np_: int, profile: str, steps: int, cpu_per_host: float, out_di
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["load"]:
-        lp = argparse.ArgumentParser(prog="python -m bench.perf.isolation load")
+        lp = PerfParser(prog="python -m bench.perf.isolation load")
         lp.add_argument("--profile", required=True)
         lp.add_argument("--warmup-steps", type=int, default=3)
         lp.add_argument("--schedule", required=True)
         return load(lp.parse_args(argv[1:]))
-    ap = argparse.ArgumentParser(prog="python -m bench.perf isolation", description=__doc__.splitlines()[0])
+    ap = PerfParser(prog="python -m bench.perf isolation", description=__doc__.splitlines()[0])
     ap.add_argument("--hosts", default="4,8", help="host counts, comma-separated (default 4,8)")
     ap.add_argument("--cpu-per-host", type=float, default=None,
                     help="cores per host (default: the emu hardware profile's cpu_per_host)")
@@ -389,4 +388,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from bench import run_command
+
+    sys.exit(run_command(main))

@@ -38,7 +38,6 @@ instead (``cluster up --delay D``; :mod:`bench.cluster.delay`), one markdown row
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
@@ -54,7 +53,7 @@ from ..cluster import Spec, check_supported, down, ensure, parse_delay, parse_ra
 from ..cluster.delay import cpu_seconds, stats
 from ..cluster.probe import run_job
 from ..cluster.stream import measure, round_trips
-from . import fmt_ratio, median
+from . import PerfParser, fmt_ratio, median
 
 DEFAULT_RATES = "100mbit,1gbit,10gbit,unshaped"
 #: allreduce payload per rate: about half a second per allreduce at the configured rate
@@ -93,7 +92,7 @@ def updown(hosts: int, link: str, repeats: int) -> tuple[list[float], list[float
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.perf link", description=__doc__.splitlines()[0])
+    ap = PerfParser(prog="python -m bench.perf link", description=__doc__.splitlines()[0])
     ap.add_argument("--rates", default=DEFAULT_RATES,
                     help="configured link rates, comma-separated; `unshaped`: no shaper (this machine's ceiling)")
     ap.add_argument("--hosts", default="2,4", help="host counts of the allreduce jobs, comma-separated")
@@ -221,4 +220,6 @@ def latency(args, delays: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from bench import run_command
+
+    sys.exit(run_command(main))

@@ -13,7 +13,6 @@ difference |b − a| / mean(a, b); then the median and largest relative differen
 
 from __future__ import annotations
 
-import argparse
 import math
 import sys
 
@@ -21,6 +20,7 @@ import pandas as pd
 
 from bench import BenchError, launch
 from bench.layout import run_key
+from bench.perf import PerfParser
 from bench.metrics import regimes
 from bench.resolve import load_config
 from bench.results import load_run
@@ -52,7 +52,7 @@ def compare(first, second, target: float, budget_s: float) -> pd.DataFrame:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.perf noise", description=__doc__.splitlines()[0])
+    ap = PerfParser(prog="python -m bench.perf noise", description=__doc__.splitlines()[0])
     ap.add_argument("--study", required=True, help="a study of params.yaml whose runs have finished")
     ap.add_argument("--run", action="append", required=True, metavar="KEY", help="<algo>-np<N>[-<tag>]@<hardware>")
     args = ap.parse_args(argv)
@@ -97,4 +97,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from bench import run_command
+
+    sys.exit(run_command(main))

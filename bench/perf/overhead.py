@@ -62,7 +62,7 @@ from ..metrics.stats import paired_ratio
 from ..metrics.timesplit import time_split as metrics_time_split
 from ..resolve import parse_set, resolve
 from ..results import load_run, read_json
-from . import fmt_ratio, median
+from . import PerfParser, fmt_ratio, median
 from .horovod_knobs import HOROVOD_TUNING_VARS, format_timeline, parse_env, summarize_timeline
 from .plain import plain_job, plain_loop
 
@@ -183,7 +183,7 @@ def suite_run(algorithm: str, np: int, profile: str, overrides: dict, tmp: Path,
 
 
 def _parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m bench.perf overhead", description=__doc__.splitlines()[0])
+    ap = PerfParser(prog="python -m bench.perf overhead", description=__doc__.splitlines()[0])
     ap.add_argument("--profile", default="laptop", metavar="P[,P...]",
                     help="training profile(s) of params.yaml, comma-separated: each is measured in turn and a summary "
                          "per profile ends the output (default laptop)")

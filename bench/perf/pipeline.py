@@ -11,7 +11,6 @@ metric of the analysis notebooks, as ratios against loading alone.
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import subprocess
@@ -21,6 +20,7 @@ from pathlib import Path
 
 from ..metrics import accuracy, selection, staleness, temporal, throughput, timesplit
 from ..results import load_runs
+from . import PerfParser
 
 
 def median_time(fn, repeats: int) -> float:
@@ -71,13 +71,16 @@ def metrics_figures(results: Path, repeats: int) -> None:
 
 
 def main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.perf pipeline", description=__doc__.splitlines()[0])
+    ap = PerfParser(prog="python -m bench.perf pipeline", description=__doc__.splitlines()[0])
     ap.add_argument("--repo", type=Path, help="a repository where `dvc repro` has run")
     ap.add_argument("--results", type=Path, help="a study's results directory (holding runs/)")
     ap.add_argument("--repeats", type=int, default=5)
     args = ap.parse_args(argv)
     if not args.repo and not args.results:
         ap.error("give --repo and/or --results")
+    for name in ("repo", "results"):
+        if getattr(args, name) and not getattr(args, name).is_dir():
+            ap.error(f"--{name} {str(getattr(args, name))!r} is not a folder")
     if args.repo:
         dvc_figures(args.repo, args.repeats)
     if args.results:

@@ -19,7 +19,6 @@ warm-up over the wall time from the end of the last warm-up step to the end of t
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
@@ -37,6 +36,7 @@ from ..models import build_model, make_optimizer
 from ..resolve import load_config
 from ..results import read_json, write_json_atomic
 from ..system import horovodrun_path
+from . import PerfParser
 
 KINDS = ("horovod", "ddp")
 """The plain distributed loops: Horovod's DistributedOptimizer, torch's DistributedDataParallel."""
@@ -146,7 +146,7 @@ def plain_job(kind: str, cfg, tmp: Path, env: dict | None = None, timeout_s: flo
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.perf plain", description=__doc__.splitlines()[0])
+    ap = PerfParser(prog="python -m bench.perf plain", description=__doc__.splitlines()[0])
     ap.add_argument("kind", choices=KINDS)
     ap.add_argument("--config", required=True, help="a run's config.json: model, data, optimizer, launch settings")
     ap.add_argument("--out", required=True, help="rank 0 writes the figures here (JSON)")

@@ -41,7 +41,7 @@ from ..comm import Comm, tags
 from ..comm.ps import PSClient, PSServer
 from ..layout import REPO_ROOT
 from ..system import horovodrun_path
-from . import fmt_ratio, median
+from . import PerfParser, fmt_ratio, median
 
 
 def copy_bandwidth(numel: int, repeats: int = 7) -> float:
@@ -158,7 +158,7 @@ def fairness(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench.perf ps", description=__doc__.splitlines()[0])
+    ap = PerfParser(prog="python -m bench.perf ps", description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="1000000,10000000", help="centre sizes (parameters), comma-separated")
     ap.add_argument("--workers", default="1,2,4", help="worker counts, comma-separated")
     ap.add_argument("--commits", type=int, default=40, help="commits per worker per round")
@@ -201,4 +201,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from bench import run_command
+
+    sys.exit(run_command(main))

@@ -19,20 +19,45 @@ import json
 import sys
 from pathlib import Path
 
-from .. import BenchError
+from .. import BenchError, short
 from ..layout import REPO_ROOT
 from ..resolve import parse_set
 from . import calibrate, forecast
-from .query import predict_many
+from .query import MAX_NP, predict_many
 
-def _ints(text: str, what: str) -> list[int]:
+def _ints(text: str, what: str, bound: int) -> list[int]:
     try:
         values = [int(v) for v in text.split(",") if v.strip()]
     except ValueError:
         values = []
-    if not values or any(v < 1 for v in values):
-        raise BenchError(f"--{what} must be integers >= 1, comma-separated; got {text!r}")
+    if not values or any(not 1 <= v <= bound for v in values):
+        raise BenchError(f"--{what} must be integers in [1, {bound}], comma-separated (the simulator steps every "
+                         f"worker: more would run for minutes); got {short(text)}")
     return values
+
+
+def _output(text: str, option: str, folder: bool) -> Path:
+    """``--publish DIR`` / ``--out FILE`` checked before anything is computed or written: every name of the path at
+    most 255 bytes, no symlink loop, each existing part above it a folder, not a pseudo file system (/proc, /sys, /dev),
+    and the path itself a folder (``folder``) or a file that is not one."""
+    path = Path(text if text.startswith("/") or not folder else REPO_ROOT / text)
+    if not text:
+        raise BenchError(f"{option} is empty: give a {'folder' if folder else 'file'}")
+    if any(len(part.encode()) > 255 for part in path.parts):
+        raise BenchError(f"{option} {short(text)}: a name of the path is longer than 255 bytes, the file systems' limit")
+    try:
+        real = path.resolve(strict=False)
+    except (OSError, RuntimeError) as e:
+        raise BenchError(f"{option} {short(text)}: cannot be resolved ({e})") from None
+    if real.parts[1:2] and real.parts[1] in ("proc", "sys", "dev"):
+        raise BenchError(f"{option} {short(text)} is under /{real.parts[1]}, not a place for results")
+    for parent in reversed(real.parents):
+        if parent.exists() and not parent.is_dir():
+            raise BenchError(f"{option} {short(text)}: {parent} is a file, not a folder")
+    if real.exists() and real.is_dir() != folder:
+        raise BenchError(f"{option} {short(text)} is {'a file' if folder else 'a folder'}: give "
+                         f"{'a folder' if folder else 'a file name'}")
+    return path
 
 
 def render(rows: list[dict]) -> str:
@@ -61,29 +86,31 @@ def render(rows: list[dict]) -> str:
 
 
 def cmd_predict(args) -> int:
-    if args.calibrate or args.publish:
+    publish = _output(args.publish, "--publish", folder=True) if args.publish is not None else None
+    out = _output(args.out, "--out", folder=False) if args.out is not None else None
+    if args.calibrate or publish:
         k = calibrate.write()
         print(f"calibration: {len(k) - 1} constants -> docs/results/predict/calibration.json", file=sys.stderr)
         if args.publish:
             from .publish import run_notebook  # lazy: it loads matplotlib and seaborn (bench.plots)
 
-            run_notebook(REPO_ROOT / args.publish if not args.publish.startswith("/") else args.publish)
+            run_notebook(publish)
         return 0
     if args.forecast_study:
-        if not args.out:
+        if not out:
             raise BenchError("--forecast-study needs --out FILE.csv (e.g. docs/results/<study>/forecast.csv)")
         table = forecast.planned(args.forecast_study)
         if table.empty:
             raise BenchError(f"study {args.forecast_study!r} has no plan: run `python -m bench study plan --study "
                              f"{args.forecast_study}` first")
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        table.to_csv(args.out, index=False)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        table.to_csv(out, index=False)
         print(f"forecast: {len(table)} cells of {args.forecast_study} -> {args.out}", file=sys.stderr)
         return 0
     if not args.algorithms or not args.hardware:
         raise BenchError("give ALGO[,ALGO...] and --hardware HW (or --calibrate, --publish DIR)")
     algorithms = [a.strip() for a in args.algorithms.split(",") if a.strip()]
-    rows = predict_many(algorithms, _ints(args.np, "np"), args.hardware, args.profile, parse_set(args.set or []))
+    rows = predict_many(algorithms, _ints(args.np, "np", MAX_NP), args.hardware, args.profile, parse_set(args.set or []))
     print(json.dumps(rows, indent=2, default=float) if args.json else render(rows))
     return 0
 

@@ -95,10 +95,39 @@ def load_yaml(path: Path) -> dict:
     return read_mapping(path)
 
 
+CALIBRATION_KEYS = ("workload", "c_full_s", "hop_s", "wire_efficiency", "ps_kappa", "compute_source")
+"""What a calibration.json must hold (the constants the emulated hardware is built from)."""
+
+
 def load_calibration(path: Path = CALIBRATION) -> dict:
+    """calibration.json, refused in one line naming the file (and the key) when it is not what the model reads."""
     if not path.is_file():
         raise BenchError(f"no calibration at {path}; run `python -m bench predict --calibrate` first")
-    return json.loads(path.read_text())
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as e:
+        raise BenchError(f"{path}: corrupt JSON ({e}); run `python -m bench predict --calibrate` again") from None
+    if not isinstance(data, dict):
+        raise BenchError(f"{path}: not a calibration (a JSON object); run `python -m bench predict --calibrate` again")
+    for key in CALIBRATION_KEYS:
+        if key not in data:
+            raise BenchError(f"{path}: no key {key!r}; run `python -m bench predict --calibrate` again")
+    for key in ("c_full_s", "hop_s", "wire_efficiency", "ps_kappa"):
+        if not _number(data[key]) or (key in ("c_full_s", "wire_efficiency") and not data[key] > 0) or data[key] < 0:
+            raise BenchError(f"{path}: {key} is {data[key]!r:.60}, not a finite number "
+                             f"{'> 0' if key in ('c_full_s', 'wire_efficiency') else '>= 0'}")
+    return data
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _positive(path: Path, where: str, value, zero: bool = False) -> float:
+    """A number of a described hardware file: finite and > 0 (>= 0 with ``zero``), else one line naming the key."""
+    if not _number(value) or value < 0 or (value == 0 and not zero):
+        raise BenchError(f"{path}: {where} is {value!r:.60}, not a finite number {'>= 0' if zero else '> 0'}")
+    return float(value)
 
 
 def described_ids() -> list[str]:
@@ -110,16 +139,34 @@ def described(hw_id: str) -> Hardware:
     path = MODEL_DIR / f"{hw_id}.yaml"
     d = load_yaml(path)
     levels = []
+    if not isinstance(d.get("levels") or [], list):
+        raise BenchError(f"{path}: levels must be a list of links, got {d['levels']!r:.60}")
     for i, lv in enumerate(d.get("levels") or []):
-        try:
-            levels.append(Level(str(lv["name"]), lv.get("size"), float(lv["busbw_GBps"]) * 1e9,
-                                float(lv["latency_us"]) * 1e-6, str(lv.get("source", ""))))
-        except (KeyError, TypeError, ValueError) as e:
-            raise BenchError(f"{path}: level {i} needs name, busbw_GBps and latency_us ({e})") from None
+        if not (isinstance(lv, dict) and {"name", "busbw_GBps", "latency_us"} <= set(lv)):
+            raise BenchError(f"{path}: level {i} needs name, busbw_GBps and latency_us")
+        size = lv.get("size")
+        if not (size is None or size == "half" or (isinstance(size, int) and not isinstance(size, bool) and size >= 1)):
+            raise BenchError(f"{path}: levels[{i}].size is {size!r:.60}: give workers a group (>= 1), half, or leave it out")
+        levels.append(Level(str(lv["name"]), size, _positive(path, f"levels[{i}].busbw_GBps", lv["busbw_GBps"]) * 1e9,
+                            _positive(path, f"levels[{i}].latency_us", lv["latency_us"], zero=True) * 1e-6,
+                            str(lv.get("source", ""))))
     if not levels:
         raise BenchError(f"{path}: no levels (links); the model needs at least one")
-    return Hardware(hw_id, str(d.get("description", "")), False, tuple(levels), d.get("host_cores"),
-                    float(d.get("op_overhead_s", 0.0)), float(d.get("ps_kappa", 0.0)), dict(d.get("compute") or {}),
+    host_cores = d.get("host_cores")
+    if host_cores is not None:
+        _positive(path, "host_cores", host_cores)
+    compute = d.get("compute") or {}
+    if not isinstance(compute, dict):
+        raise BenchError(f"{path}: compute must map <model>@<batch> to a step time, got {compute!r:.60}")
+    for key, entry in compute.items():
+        if not isinstance(entry, dict):
+            raise BenchError(f"{path}: compute.{key} must be a mapping (step_s or samples_per_s, source)")
+        for name in ("step_s", "samples_per_s"):
+            if name in entry:
+                _positive(path, f"compute.{key}.{name}", entry[name])
+    return Hardware(hw_id, str(d.get("description", "")), False, tuple(levels), host_cores,
+                    _positive(path, "op_overhead_s", d.get("op_overhead_s", 0.0), zero=True),
+                    _positive(path, "ps_kappa", d.get("ps_kappa", 0.0), zero=True), dict(compute),
                     dict(d.get("anchors") or {}), str(d.get("launch_profile", "")), str(d.get("profile", "")),
                     {k: v for k, v in d.items() if k.endswith("_source")})
 

@@ -7,19 +7,28 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .. import BenchError
+from .. import BenchError, short
 from ..algorithms import get_algorithm
-from ..config import LaunchConfig, TrainConfig
+from ..config import LaunchConfig, TrainConfig, parse_delay, parse_rate
 from ..layout import REPO_ROOT
 from ..resolve import hardware_profiles, load_hardware, resolve
 from ..typed import field_types
-from ..config import parse_delay
 from . import calibrate, hardware, target
 from .model import Model
 from .validate import delay_band
 
 SUMMARY = "docs/results/predict/tables/validation_summary.csv"
 BY_BAND = "docs/results/predict/tables/validation_by_band.csv"
+MAX_NP = 1024
+"""Workers a prediction models at most: the simulator steps every worker, and beyond this a query runs for minutes."""
+MIN_RATE = 100e3
+"""The slowest link modelled (bit/s): below it one step of the smallest model takes hours, and the simulator's events
+with it."""
+MIN_CPU = 0.01
+"""The smallest CPU share of a host modelled (cores): below it a step takes minutes of simulated work."""
+BOUNDS = {"slow_factor": (1.0, 1000.0, "a straggler more than 1000 times slower is a dead worker"),
+          "step_jitter_s": (0.0, 60.0, "a step's jitter beyond a minute makes the simulation run for minutes")}
+"""Training settings the simulator's work grows with: (low, high, why)."""
 
 
 def resolve_run(algorithm: str, np: int, hw_id: str, profile: str | None, overrides: dict):
@@ -39,8 +48,27 @@ def resolve_run(algorithm: str, np: int, hw_id: str, profile: str | None, overri
     cfg = resolve(algorithm, np=np, profile=profile or default, hardware=launch_id, overrides=overrides, check=False)
     cfg.train.validate()
     cfg.launch.validate()
+    check_bounds(cfg)
     get_algorithm(algorithm).validate(cfg.params, cfg)
     return cfg, hw_id
+
+
+def check_bounds(cfg) -> None:
+    """The values the model's work grows with, bounded before it starts (n in :func:`bench.predict.cli`)."""
+    if cfg.launch.np > MAX_NP:
+        raise BenchError(f"np must be in [1, {MAX_NP}], got {cfg.launch.np}: the simulator steps every worker")
+    if cfg.launch.link and parse_rate(cfg.launch.link) < MIN_RATE:
+        raise BenchError(f"link {short(cfg.launch.link)} is below the slowest link modelled, {MIN_RATE / 1e3:g}kbit: "
+                         "a step would take hours")
+    shares = {"cpu_per_host": cfg.launch.cpu_per_host, **{f"emulated_cpu[{h}]": v for h, v in cfg.launch.emulated_cpu.items()}}
+    for name, value in shares.items():
+        if value and not value >= MIN_CPU:
+            raise BenchError(f"{name} {short(value)} is below the smallest CPU share modelled, {MIN_CPU} cores: a step "
+                             "would take minutes of simulated work")
+    for name, (low, high, why) in BOUNDS.items():
+        value = getattr(cfg.train, name)
+        if not low <= value <= high:
+            raise BenchError(f"{name} must be in [{low:g}, {high:g}] for a prediction ({why}), got {short(value)}")
 
 
 def valid_hardware() -> list[str]:
@@ -52,7 +80,16 @@ def family_errors() -> dict:
     path = REPO_ROOT / SUMMARY
     if not path.is_file():
         return {}
-    df = pd.read_csv(path)
+    try:
+        df = pd.read_csv(path)
+    except (OSError, UnicodeDecodeError, ValueError) as e:  # pandas' ParserError and EmptyDataError are ValueErrors
+        raise BenchError(f"{path}: not a validation summary ({str(e).splitlines()[0] if str(e) else e!r})") from None
+    missing = [k for k in ("family", "median_abs_error", "max_abs_error", "cells") if k not in df.columns]
+    if missing:
+        raise BenchError(f"{path}: no column {missing[0]!r}; run `python -m bench predict --publish` again")
+    for k in ("median_abs_error", "max_abs_error", "cells"):
+        if not pd.api.types.is_numeric_dtype(df[k]):
+            raise BenchError(f"{path}: column {k!r} holds text, not numbers")
     return {r["family"]: r for _, r in df.iterrows()}
 
 

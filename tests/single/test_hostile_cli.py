@@ -1,0 +1,193 @@
+"""The fourth hostile-user sweep's cases on the newer command lines (issue 48, items 1-3), kept as a table in the shape
+of test_hostile_inputs.py: ``python -m bench predict`` (its values and the model's own files), ``python -m bench.perf
+...`` (every benchmark's options) and the one guard of every entry point (a closed or full stdout). Each refused case
+ends with exit code 2, exactly one ``error: ...`` line on stderr holding the fragment, no traceback, nothing on stdout
+and nothing written. Before issue 48 each row ran for minutes, printed a traceback or exited 0/1.
+
+Each row: an id (``category/what``), a function of a scratch folder returning the command (the module and its
+arguments) and the repository it runs in (the real one, or a copy whose model files a case damages), and the fragment.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+
+CALIBRATION = Path("docs/results/predict/calibration.json")
+SUMMARY = Path("docs/results/predict/tables/validation_summary.csv")
+DGX1 = Path("pipelines/hardware/model/dgx1.yaml")
+
+
+def predict(*args: str):
+    return lambda t: (["bench", "predict", *args], REPO)
+
+
+def perf(*args: str):
+    return lambda t: (["bench.perf", *args], REPO)
+
+
+def repo_copy(t: Path) -> Path:
+    """The parts of the repository a prediction reads (the package, params.yaml, pipelines/, the published model),
+    copied under ``t`` so that a case may damage the model's files."""
+    r = t / "repo"
+    shutil.copytree(REPO / "bench", r / "bench", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(REPO / "pipelines", r / "pipelines")
+    shutil.copytree(REPO / "docs" / "results" / "predict", r / CALIBRATION.parent)
+    shutil.copy(REPO / "params.yaml", r / "params.yaml")
+    return r
+
+
+def damaged(path: Path, edit, *args: str):
+    """``bench predict`` in a repository copy whose ``path`` was rewritten by ``edit(text) -> text``."""
+    def case(t: Path):
+        r = repo_copy(t)
+        (r / path).write_text(edit((r / path).read_text()))
+        return ["bench", "predict", *args], r
+    return case
+
+
+def calibration(edit):
+    def rewrite(text: str) -> str:
+        data = json.loads(text)
+        edit(data)
+        return json.dumps(data)
+    return damaged(CALIBRATION, rewrite, "sync", "--np", "2", "--hardware", "emu")
+
+
+def dgx1(old: str, new: str):
+    def rewrite(text: str) -> str:
+        assert old in text, old
+        return text.replace(old, new, 1)
+    return damaged(DGX1, rewrite, "sync", "--np", "2", "--hardware", "dgx1")
+
+
+def out_in(make_target):
+    """``--forecast-study`` into ``--out`` = what ``make_target(t)`` returns (after making what it needs)."""
+    return lambda t: (["bench", "predict", "--forecast-study", "seed", "--out", str(make_target(t))], REPO)
+
+
+def a_file(t: Path) -> Path:
+    (t / "afile").write_text("")
+    return t / "afile"
+
+
+def loop(t: Path) -> Path:
+    os.symlink(t / "b", t / "a")
+    os.symlink(t / "a", t / "b")
+    return t / "a" / "x.csv"
+
+
+def timeline(text: str):
+    def case(t: Path):
+        (t / "timeline.json").write_text(text)
+        return ["bench.perf", "horovod_knobs", "--timeline", str(t / "timeline.json")], REPO
+    return case
+
+
+EMU = ("sync", "--hardware", "emu")
+CASES = [
+    # predict: values the model's work grows with
+    ("predict/np a million", predict(*EMU, "--np", "1000000"), "--np must be integers in [1, 1024]"),
+    ("predict/np 10**12", predict(*EMU, "--np", str(10**12)), "--np must be integers in [1, 1024]"),
+    ("predict/np 2**63", predict(*EMU, "--np", str(2**63)), "--np must be integers in [1, 1024]"),
+    ("predict/np 0", predict(*EMU, "--np", "0"), "--np must be integers in [1, 1024]"),
+    ("predict/link of a nanobit", predict(*EMU, "--set", "link=0.000000001kbit"), "below the slowest link modelled, 100kbit"),
+    ("predict/cpu_per_host tiny", predict(*EMU, "--set", "cpu_per_host=0.000000001"), "below the smallest CPU share modelled"),
+    ("predict/emulated_cpu share tiny", predict(*EMU, "--np", "2", "--set", "emulated_cpu={1: 1e-12}"),
+     "emulated_cpu[1] 1e-12 is below the smallest CPU share modelled"),
+    ("predict/slow_factor 1e300", predict(*EMU, "--set", "slow_factor=1e300"), "slow_factor must be in [1, 1000]"),
+    ("predict/step_jitter_s 1e300", predict(*EMU, "--set", "step_jitter_s=1e300"), "step_jitter_s must be in [0, 60]"),
+    ("predict/negative link delay", predict(*EMU, "--set", "link_delay=-5ms"), "bad delay '-5ms'"),
+    ("predict/unparseable link delay", predict(*EMU, "--set", "link_delay=soon"), "bad delay 'soon'"),
+    # predict: the model's own files
+    ("files/hardware zero bandwidth", dgx1("busbw_GBps: ", "busbw_GBps: 0 #"), "levels[0].busbw_GBps is 0, not a finite number > 0"),
+    ("files/hardware text bandwidth", dgx1("busbw_GBps: ", "busbw_GBps: fast #"), "levels[0].busbw_GBps is 'fast'"),
+    ("files/hardware list latency", dgx1("latency_us: ", "latency_us: [1, 2] #"), "levels[0].latency_us is [1, 2]"),
+    ("files/calibration truncated", damaged(CALIBRATION, lambda s: s[: len(s) // 2], *EMU), "calibration.json: corrupt JSON"),
+    ("files/calibration without a key", calibration(lambda d: d.pop("hop_s")), "calibration.json: no key 'hop_s'"),
+    ("files/calibration text constant", calibration(lambda d: d.update(c_full_s="slow")), "calibration.json: c_full_s is 'slow'"),
+    ("files/validation summary truncated", damaged(SUMMARY, lambda s: s.splitlines()[0][:12] + "\n1,\"2", *EMU),
+     "validation_summary.csv: "),
+    ("files/validation summary without a column", damaged(SUMMARY, lambda s: s.replace("max_abs_error", "other"), *EMU),
+     "validation_summary.csv: no column 'max_abs_error'"),
+    # predict: where it writes
+    ("out/publish to an existing file", lambda t: (["bench", "predict", "--publish", str(a_file(t))], REPO),
+     "is a file: give a folder"),
+    ("out/forecast under /proc", out_in(lambda t: Path("/proc/forecast.csv")), "is under /proc"),
+    ("out/forecast on a folder", out_in(lambda t: t), "is a folder: give a file name"),
+    ("out/forecast inside a file", out_in(lambda t: a_file(t) / "x.csv"), "is a file, not a folder"),
+    ("out/forecast through a symlink loop", out_in(loop), "cannot be resolved"),
+    ("out/forecast name over 255 bytes", out_in(lambda t: t / ("x" * 300 + ".csv")), "longer than 255 bytes"),
+    # perf: every benchmark's options, before anything runs
+    ("perf/overhead np 0", perf("overhead", "--np", "0"), "--np must be in [1, 10000]"),
+    ("perf/overhead unknown profile", perf("overhead", "--profile", "nosuch"), "unknown profile 'nosuch'"),
+    ("perf/overhead empty profile", perf("overhead", "--profile", ""), "--profile '' has an empty name"),
+    ("perf/overhead lr nan", perf("overhead", "--set", "lr=nan"), "'lr' 'nan': expected a number"),
+    ("perf/overhead unknown hardware", perf("overhead", "--hardware", "nosuch"), "unknown hardware profile 'nosuch'"),
+    ("perf/overhead unknown algorithm", perf("overhead", "--algorithms", "nosuch"), "--algorithms has 'nosuch'"),
+    ("perf/allreduce unknown profile", perf("allreduce", "--profile", "nosuch"), "unknown profile 'nosuch'"),
+    ("perf/gossip np 0", perf("gossip", "--np", "0"), "--np must be in [1, 10000]"),
+    ("perf/repeats 0", perf("overhead", "--repeats", "0"), "--repeats must be in [1, 10000]"),
+    ("perf/repeats -1", perf("harness", "--repeats", "-1"), "--repeats must be in [1, 10000]"),
+    ("perf/link hosts abc", perf("link", "--hosts", "abc"), "--hosts must be host counts"),
+    ("perf/ps sizes abc", perf("ps", "--sizes", "abc"), "--sizes must be tensor sizes"),
+    ("perf/quiet-below nan", perf("overhead", "--quiet-below", "nan"), "--quiet-below must be a fraction"),
+    ("perf/timeline missing", perf("horovod_knobs", "--timeline", "/nonexistent/timeline.json"), "not a file"),
+    ("perf/timeline not JSON", timeline("not json at all"), "not a Horovod timeline"),
+    ("perf/pipeline results missing", perf("pipeline", "--results", "/nonexistent/results"), "is not a folder"),
+    ("perf/unknown benchmark", perf("nosuch"), "unknown benchmark 'nosuch'"),
+    # the guard: usage errors of every entry point in one line
+    ("cli/perf usage error", perf("overhead", "--np", "abc"), "argument --np: invalid int value: 'abc'"),
+    ("cli/cluster usage error", lambda t: (["bench.cluster", "explode"], REPO), "invalid choice: 'explode'"),
+]
+
+
+def run(module_args: list[str], repo: Path, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", *module_args], cwd=repo, capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, PYTHONPATH=str(repo), BENCH_PROGRESS="0"), **kw)
+
+
+@pytest.mark.parametrize("case_id, make, fragment", CASES, ids=[c[0] for c in CASES])
+def test_refused_in_one_line_with_nothing_written(tmp_path, case_id, make, fragment):
+    args, repo = make(tmp_path)
+    before = {p.relative_to(tmp_path) for p in tmp_path.rglob("*")}
+    watched = REPO / "docs" / "results" / "predict"
+    stamp = {p: p.stat().st_mtime_ns for p in watched.rglob("*")}
+    proc = run(args, repo)
+    lines = proc.stderr.splitlines()
+    assert proc.returncode == 2, f"exit {proc.returncode}: {proc.stderr[-2000:]}"
+    assert len(lines) == 1 and lines[0].startswith("error: ") and len(lines[0]) < 1000, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr
+    assert fragment in lines[0], lines[0]
+    assert proc.stdout == ""
+    assert {p.relative_to(tmp_path) for p in tmp_path.rglob("*")} == before, "a file written"
+    assert {p: p.stat().st_mtime_ns for p in watched.rglob("*")} == stamp, "the published model rewritten"
+
+
+@pytest.mark.parametrize("args", [["bench", "list"], ["bench", "predict", "sync", "--np", "1,2", "--hardware", "dgx1"],
+                                  ["bench", "--help"]], ids=["list", "predict", "help"])
+def test_a_closed_stdout_ends_quietly(args):
+    """``... | head -1``: the reader goes away; no traceback, no "Exception ignored" line, SIGPIPE's code or 0."""
+    proc = subprocess.Popen([sys.executable, "-m", *args], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=dict(os.environ, PYTHONPATH=str(REPO), BENCH_PROGRESS="0"))
+    proc.stdout.close()  # closed before the command writes a byte
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=300) in (0, 141), err
+    assert err == "", err
+
+
+def test_a_full_stdout_is_one_line():
+    """``bench list > /dev/full``: one line naming the failure, a non-zero code, no traceback."""
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([sys.executable, "-m", "bench", "list"], cwd=REPO, stdout=full, stderr=subprocess.PIPE,
+                              text=True, timeout=300, env=dict(os.environ, PYTHONPATH=str(REPO)))
+    assert proc.returncode != 0
+    assert proc.stderr.splitlines() == ["error: cannot write the output: No space left on device"], proc.stderr
