@@ -173,7 +173,7 @@ def test_cli_json_gives_one_throughput_per_algorithm():
 @pytest.mark.parametrize("args, fragment", [
     (["nosuch", "--np", "4", "--hardware", "emu"], "unknown algorithm 'nosuch'"),
     (["sync", "--np", "4", "--hardware", "nosuch"], "unknown hardware 'nosuch'; valid:"),
-    (["sync", "--np", "0", "--hardware", "emu"], "--np must be integers >= 1"),
+    (["sync", "--np", "0", "--hardware", "emu"], "--np must be integers in [1, 1024]"),
     (["sync", "--np", "4", "--hardware", "local"], "has no model description"),
     (["sync", "--np", "4", "--hardware", "emu", "--profile", "laptop"], "no compute time for mlp@32"),
     (["sync", "--np", "4", "--hardware", "emu", "--set", "nosuch=1"], "unknown --set key 'nosuch'"),
