@@ -11,7 +11,8 @@ from bench import BenchError
 from bench.config import HOROVOD_DEFAULTS, HorovodSettings
 from bench.launch import prepare
 from bench.launch.command import horovod_environment, horovod_record
-from bench.resolve import config_from_dict, hardware_profiles, load_hardware, resolve
+from bench.resolve import hardware_profiles, load_hardware, resolve
+from bench.runconfig import config_from_dict
 from bench.results import read_json
 from bench.typed import build, field_types
 

@@ -121,7 +121,8 @@ def test_hardware_profiles_resolve():
     import torch
 
     from bench import BenchError
-    from bench.resolve import check_values, hardware_profiles, resolve
+    from bench.resolve import hardware_profiles, resolve
+    from bench.runconfig import check_values
 
     for hw in hardware_profiles():
         if hw.startswith("emu"):
