@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from bench.layout import StudyLayout
-from conftest import REPO, bench_cli, run_algorithm
+from support import REPO, bench_cli, run_algorithm
 
 STEPS = "max_steps=40"
 

@@ -14,7 +14,7 @@ from PIL import Image
 
 from bench.layout import StudyLayout
 from bench.results import load_run
-from conftest import REPO, bench_cli
+from support import REPO, bench_cli
 from nb_fixtures import NotebookFailed, analysed, execute, results_root  # noqa: F401 (fixtures)
 
 # the session fixture launches five real runs: on a loaded 2-core machine that alone can pass the default 600 s

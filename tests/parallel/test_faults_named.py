@@ -27,7 +27,7 @@ import psutil
 import pytest
 
 from bench.watchdog import SILENT_S
-from conftest import REPO
+from support import REPO
 
 LIMIT_S = 60.0
 

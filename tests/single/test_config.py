@@ -13,7 +13,7 @@ from bench.config import LaunchConfig, TrainConfig
 from bench.resolve import parse_set, resolve
 from bench.runconfig import config_from_dict
 from bench.typed import field_types
-from conftest import bench_cli
+from support import bench_cli
 
 
 def test_defaults_resolve_from_params_yaml():
@@ -160,7 +160,7 @@ def test_a_rank_loads_an_emulated_config_that_the_machine_check_refuses_as_non_r
     import subprocess
     import sys
 
-    from conftest import REPO
+    from support import REPO
 
     cmd = [sys.executable, "-c", RANK_LOADS]
     if os.geteuid() == 0:  # as root here: the same check as a user who is not (the emulated cluster needs root)

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from bench.algorithms import KEYS
-from conftest import REPO
+from support import REPO
 
 DVC = yaml.safe_load((REPO / "dvc.yaml").read_text())
 # the suite's modules that importing the modules named on the command line loads, transitively

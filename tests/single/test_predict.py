@@ -19,7 +19,7 @@ from bench.predict.patterns import PATTERNS
 from bench.predict.queue import Visit, simulate_server
 from bench.predict.sim import CfsHost, Client, Op, simulate_collective
 from bench.resolve import resolve
-from conftest import REPO, bench_cli
+from support import REPO, bench_cli
 
 RESULTS = REPO / "docs" / "results" / "predict"
 MB = 1e6

@@ -3,7 +3,7 @@ list docs/guide.md points to instead of keeping one by hand."""
 
 from __future__ import annotations
 
-from conftest import REPO, bench_cli
+from support import REPO, bench_cli
 
 from bench.study.spec import load_study, study_names
 
