@@ -134,13 +134,15 @@ def test_prepare_records_the_settings_in_system_json(tmp_path, monkeypatch):
     assert read_json(run_dir / "config.json")["launch"]["horovod"]["cycle_time_ms"] == 0.5
 
 
-def test_overhead_benchmark_names_its_runs_through_run_name():
-    import inspect
-
+def test_overhead_benchmark_names_its_runs_through_run_name(tmp_path):
+    from bench.layout import run_name
     from bench.perf import overhead
 
-    src = inspect.getsource(overhead)
-    assert "run_name(" in src and '-np{' not in src.replace("run_name", "")
+    result = overhead.suite_run("sync", 1, "tiny", {"max_steps": 6, "warmup_steps": 2, "eval_every": 0, "save_model": False}, tmp_path)
+    assert result["throughput"] > 0
+    (run_dir,) = [d for d in tmp_path.iterdir() if d.is_dir()]  # one real run, named as the suite names runs
+    tag = run_dir.name.removeprefix("sync-np1-")
+    assert tag.isdigit() and run_dir.name == run_name("sync", 1, tag), run_dir.name
 
 
 def test_sleeping_wait_is_the_suites_setting_not_a_horovod_variable():
