@@ -68,7 +68,8 @@ def test_every_hardware_profile_has_valid_settings():
         settings = build(HorovodSettings, block, what="horovod setting")
         settings.validate()
         # resolved (on the local hardware: the others need a cluster) the block reaches the launch settings as it is
-        assert resolve("sync", np=1, profile="tiny", overrides={"horovod": block}).launch.horovod == settings
+        assert resolve("sync", np=1, profile="tiny", overrides={"horovod": block}).launch.horovod == settings, \
+            f"hardware profile {hw}: see docs/architecture.md#extending"
 
 
 def test_hardware_profile_block_and_its_unknown_keys(tmp_path):

@@ -148,7 +148,7 @@ def test_every_study_file_is_a_valid_spec_with_a_one_line_description():
         study = load_study(name, REPO / "params.yaml")
         assert study.name == name and (REPO / study.file).is_file()
         description = study.spec.description
-        assert description.strip() and "\n" not in description, f"{study.file}: description must be one line"
+        assert description.strip() and "\n" not in description, f"{study.file}: description must be one line (docs/architecture.md#extending)"
 
 
 def test_an_unknown_study_is_refused_naming_the_study_files(tmp_path):

@@ -35,7 +35,8 @@ def nodes(per_node: int, intra: float, inter: float) -> Hardware:
 
 
 def test_every_registered_algorithm_has_a_pattern():
-    assert set(PATTERNS) == set(KEYS)
+    assert set(PATTERNS) == set(KEYS), (f"bench/predict/patterns.py and the registry differ by "
+                                        f"{sorted(set(PATTERNS) ^ set(KEYS))}: see docs/architecture.md#extending")
     wl = hardware.Workload("lenet", 32, 107786, 10, 0.004, 4000, "")
     for key in KEYS:
         cfg = resolve(key, np=4, profile="regimes", hardware="emu", check=False)
