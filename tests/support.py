@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
@@ -148,3 +149,8 @@ def repro_copy(tmp_path: Path, study: str) -> tuple[Path, subprocess.CompletedPr
     first = dvc(repo, "repro")
     assert first.returncode == 0, first.stdout[-5000:] + first.stderr[-3000:]
     return repo, first
+
+
+def noisy(rng, n, centre, sd=0.02):
+    """``n`` values about ``centre``, log-normal with sd ``sd`` (synthetic repeats of a known effect)."""
+    return centre * np.exp(rng.normal(0.0, sd, n))
