@@ -10,27 +10,26 @@ the hardware profile's ``horovod:`` block, then the training profile's (the work
 ``--set horovod={...}`` (the whole block) and ``--set horovod.KEY=VALUE`` (one setting). Every error is a
 :class:`bench.BenchError` raised before anything is written or launched.
 
-``config.json`` (what the plan and ``--prepare-only`` write) is read back by :func:`load_config`:
-strictly typed, its values checked, never merged again, and the machine not probed again (:func:`check_values`
-against :func:`check_machine`: the launcher probes the machine before launch, the ranks do not).
+The checks of a configuration's values alone (:func:`bench.runconfig.check_values`) and the reading of ``config.json``
+back (:func:`bench.runconfig.load_config`: never merged again, the machine not probed again) are in
+:mod:`bench.runconfig`, below the worker; what a run needs of the launching machine (:func:`check_machine`) is
+here: the launcher probes the machine before launch, the ranks do not.
 """
 
 from __future__ import annotations
 
 import functools
-import math
 import os
 from pathlib import Path
 from typing import Any
 
-from . import SCHEMA_VERSION, BenchError, cpu_idle, short
+from . import BenchError, cpu_idle, short
 from .algorithms import KEYS, get_algorithm
-from .cluster import check_delay, check_delay_support, check_supported, parse_rate
-from .cluster.spec import IFNAME
+from .cluster import check_delay_support, check_supported
 from .config import DATASET_CLASSES, HorovodSettings, LaunchConfig, RunConfig, TrainConfig
-from .layout import REPO_ROOT, check_name
-from .placement import emulated_hosts_used, host_shares, processes
-from .results import read_json
+from .layout import REPO_ROOT
+from .placement import host_shares
+from .runconfig import check_names, check_slots, check_values
 from .typed import build, choices_text, field_types
 from .yamlfile import load_text, read_mapping
 
@@ -123,52 +122,11 @@ def load_hardware(name: str, params_file: Path | None = None) -> dict:
     return data
 
 
-def _host_slots(cfg: RunConfig) -> int | None:
-    """How many processes the ``hosts`` list holds; None without one (a hostfile: horovodrun checks; an emulated
-    cluster: sized to the run; this machine: :func:`check_machine`)."""
-    launch = cfg.launch
-    if launch.hostfile or launch.emulated_hosts or not launch.hosts:
-        return None
-    try:
-        return sum(int(h.rpartition(":")[2] or 1) for h in launch.hosts.split(","))
-    except ValueError:
-        raise BenchError(f"hosts must be host:slots[,host:slots...], got {launch.hosts!r}") from None
-
-
-def _check_slots(cfg: RunConfig, slots: int, where: str) -> None:
-    procs = processes(cfg)
-    if procs > slots and not cfg.launch.oversubscribe:
-        raise BenchError(f"{procs} processes ({cfg.algorithm} with np={cfg.launch.np}) exceed the {slots} that {where} "
-                         f"holds; lower --np or pass --oversubscribe")
-
-
 def validate(cfg: RunConfig) -> RunConfig:
     """Every check of a resolved configuration before anything is written: its values (:func:`check_values`),
     then what it needs of this machine (:func:`check_machine`)."""
     check_values(cfg)
     check_machine(cfg)
-    return cfg
-
-
-def check_values(cfg: RunConfig) -> RunConfig:
-    """The checks of a configuration's values alone, wherever it is read (a rank reading its config.json included):
-    each section's own, then those across sections (stragglers, processes against the ``hosts`` list, the emulated
-    cluster's settings), then the algorithm's (hyperparameters in the context of the run, e.g. EASGD's n·α < 2).
-    Nothing of the machine is probed."""
-    check_names(cfg.study, cfg.tag, cfg.launch.hardware)
-    cfg.train.validate()
-    cfg.launch.validate()
-    check_delay(cfg.launch)  # a valid link delay, on an emulated cluster
-    np_ = cfg.launch.np
-    bad = [r for r in cfg.train.slow_ranks if not 0 <= r < np_]
-    if bad:
-        raise BenchError(f"slow_ranks {bad} are not workers: valid worker indices are 0..{np_ - 1} for np={np_}")
-    slots = _host_slots(cfg)
-    if slots is not None:
-        _check_slots(cfg, slots, f"hosts {cfg.launch.hosts!r}")
-    if cfg.launch.emulated_hosts:
-        _check_emulated(cfg)
-    get_algorithm(cfg.algorithm).validate(cfg.params, cfg)
     return cfg
 
 
@@ -181,7 +139,7 @@ def check_machine(cfg: RunConfig) -> None:
     launch = cfg.launch
     cores = os.cpu_count() or 1
     if not (launch.hosts or launch.hostfile or launch.emulated_hosts):
-        _check_slots(cfg, LOCAL_PROCESSES_PER_CORE * cores,
+        check_slots(cfg, LOCAL_PROCESSES_PER_CORE * cores,
                      f"this machine ({cores} cores, {LOCAL_PROCESSES_PER_CORE} processes per core)")
     if launch.emulated_hosts:
         for host, share in launch.emulated_cpu.items():
@@ -200,32 +158,6 @@ def check_machine(cfg: RunConfig) -> None:
     check_batch(cfg)
     check_memory(cfg)
     get_algorithm(cfg.algorithm).check_machine(cfg.params, cfg)
-
-
-def check_names(study: str, tag: str, hardware: str) -> None:
-    """Study, tag and hardware name folders (bench.layout): plain names only, checked before anything is written."""
-    check_name("study", study)
-    check_name("tag", tag, empty_ok=True)
-    check_name("hardware", hardware)
-
-
-def _check_emulated(cfg: RunConfig) -> None:
-    """An emulated cluster's settings: its link rate, the hosts its CPU shares name, its interface (set here to the
-    cluster's own), the torch threads a host's share holds (one-line errors naming the value)."""
-    parse_rate(cfg.launch.link)
-    hosts = max(cfg.launch.emulated_hosts, emulated_hosts_used(cfg))  # named by the key the user gave
-    for host, share in cfg.launch.emulated_cpu.items():
-        if not 0 <= host < hosts:
-            raise BenchError(f"emulated_cpu names host {host}; this run's emulated cluster has hosts 0..{hosts - 1}")
-        if not 0 < share:
-            raise BenchError(f"emulated_cpu share of host {host} must be > 0 cores, got {share!r}")
-    if cfg.launch.network_interface not in ("", IFNAME):
-        raise BenchError(f"an emulated cluster runs over its own interface {IFNAME!r}; "
-                         f"network_interface {cfg.launch.network_interface!r} cannot be used with it")
-    cfg.launch.network_interface = IFNAME
-    if cfg.launch.cpu_per_host and cfg.train.threads > max(1, math.ceil(cfg.launch.cpu_per_host)):
-        raise BenchError(f"threads {cfg.train.threads} do not fit in cpu_per_host {cfg.launch.cpu_per_host:g} cores "
-                         f"(at most {max(1, math.ceil(cfg.launch.cpu_per_host))} torch thread(s) per rank)")
 
 
 @functools.lru_cache(maxsize=1)
@@ -312,28 +244,3 @@ def _check_given_classes(train: TrainConfig, given: dict) -> None:
     if "num_classes" in given and fixed is not None and train.num_classes != fixed:
         raise BenchError(f"num_classes {short(train.num_classes)}: dataset {train.dataset!r} has {fixed} classes, which "
                          f"the model is built with (num_classes sets the synthetic dataset's); leave it out or give {fixed}")
-
-
-def config_from_dict(d: dict) -> RunConfig:
-    """A :class:`RunConfig` from its ``to_dict()`` form (config.json): strictly typed, its values checked
-    (:func:`check_values`; the machine is not probed)."""
-    if not isinstance(d, dict) or d.get("schema_version") != SCHEMA_VERSION:
-        found = d.get("schema_version") if isinstance(d, dict) else d
-        raise BenchError(f"config schema_version {found!r} is not {SCHEMA_VERSION}")
-    algo = get_algorithm(d.get("algorithm"))
-    sections = {"params": (algo.Params, f"{algo.name} parameter"), "train": (TrainConfig, "train setting"),
-                "launch": (LaunchConfig, "launch setting")}
-    top = build(RunConfig, {**d, **{k: None for k in sections}}, what="config key")
-    for key, (cls, what) in sections.items():
-        setattr(top, key, build(cls, d.get(key), what=what))
-    return check_values(top)
-
-
-def load_config(path: str | Path) -> RunConfig:
-    """Read a run's ``config.json`` (every rank does, and a study's run stage its planned configs): strictly typed,
-    its values checked (:func:`check_values`); this machine is not probed again (:func:`check_machine` ran where the
-    run was resolved and runs again in the launcher before launch)."""
-    path = Path(path)
-    if not path.is_file():
-        raise BenchError(f"config file {str(path)!r} not found")
-    return config_from_dict(read_json(path))

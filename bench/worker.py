@@ -45,12 +45,12 @@ from .comm import CommBase, open_comm
 from .data import Shard, load_dataset
 from .metrics.throughput import window_throughput
 from .inject import Faults, Straggler
-from .launch.lock import check_ours, still_ours
 from .models import build_model, make_optimizer
+from .ownership import check_ours, still_ours
 from .placement import runtime
 from .progress import step_progress
-from .resolve import load_config
 from .results import JsonlWriter, StepRecord, mark_failed, read_json, write_json_atomic, write_summary
+from .runconfig import load_config
 from .timing import StepTimer, ThreadCpu, device_sync
 from .watchdog import on_sigterm_raise, send_heartbeats, unfinished, watch_launcher
 

@@ -25,7 +25,7 @@ a Horovod + torch.distributed check).
 API (all raise :class:`bench.BenchError` with a one-line reason)::
 
     check_supported()                 # root, netns with veth/bridge/tbf, ip/tc, sshd (names the install command)
-    check_delay(launch)               # a run's delay: valid, on an emulated cluster (the resolver's check_values)
+    check_delay(launch)               # a run's delay: valid, on an emulated cluster (bench.runconfig.check_values)
     check_delay_support(launch)       # root and NFQUEUE here for it (the resolver's check_machine)
     state() -> State | None           # the live cluster, or None
     up(Spec(hosts, slots, link, cpu, delay))  # replaces any cluster or leftovers of the suite's; installs on first use

@@ -114,7 +114,7 @@ def check_supported(delay: str) -> None:
 
 def check_value(launch) -> None:
     """A run's ``link_delay`` (a LaunchConfig): a valid value, on an emulated cluster; BenchError with one line
-    otherwise. Checked wherever a configuration is read (the resolver's ``check_values``)."""
+    otherwise. Checked wherever a configuration is read (``bench.runconfig.check_values``)."""
     seconds = parse_delay(launch.link_delay, "link_delay")
     if seconds and not launch.emulated_hosts:
         raise BenchError(f"link_delay {launch.link_delay!r} delays the links of an emulated cluster: set "

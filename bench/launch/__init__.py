@@ -51,7 +51,7 @@ __all__ = ["check_launch", "execute", "execute_many", "prepare", "run", "run_man
 
 def check_launch(cfgs: list[RunConfig]) -> None:
     """What this machine must offer the runs, checked before anything is written (the ranks never probe it again:
-    they read their config.json with :func:`bench.resolve.load_config`): for a Slurm profile an allocation holding
+    they read their config.json with :func:`bench.runconfig.load_config`): for a Slurm profile an allocation holding
     every process, each run's :func:`bench.resolve.check_machine` (cores, the emulated cluster's support,
     dataset files...), and the hosts' names and slots against its processes (:func:`bench.launch.command.host_slots`:
     the hosts list or a hostfile, a Slurm job's own)."""

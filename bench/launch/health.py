@@ -4,7 +4,7 @@
   (:class:`bench.watchdog.Heartbeats`, silent :data:`bench.watchdog.SILENT_S` seconds); the reason names the rank, its
   pid and host, and what the launcher can see of it (a process of this machine in the stopped state, an emulated
   host's link that is down);
-- a run directory deleted or replaced (its lock no longer the job's: :func:`bench.launch.lock.still_ours`);
+- a run directory deleted or replaced (its lock no longer the job's: :func:`bench.ownership.still_ours`);
 - a run's ``launch.log`` that cannot be written (a full disk, a read-only file system);
 - a run's record file (``rank<r>.jsonl``, ``eval.jsonl``: appended to, never replaced) deleted, replaced or
   truncated, or its ``config.json`` rewritten, while the job runs: the run would end ``ok`` with records lost or
@@ -31,8 +31,8 @@ from ..cluster import DelayLineDown
 from ..cluster.net import down_links
 from ..cluster.spec import BRIDGE_ADDRESS, host_index
 from ..config import RunConfig
+from ..ownership import still_ours
 from ..watchdog import SILENT_S, Heartbeats
-from .lock import still_ours
 from .output import Tee
 
 CHECK_S = 1.0

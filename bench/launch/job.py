@@ -19,11 +19,12 @@ from .. import BenchError, cpu_idle
 from ..cluster import watched
 from ..config import RunConfig
 from ..layout import REPO_ROOT
+from ..ownership import still_ours, token_of
 from ..placement import cluster_held, emulated_cluster, host_shares, processes, runtime
 from ..results import ResultsError, mark_failed, read_json, write_json_atomic
 from .command import horovod_record, horovodrun_command, job_environment
 from .health import JobFault, JobWatch
-from .lock import free_reserve, still_ours, token_of, tokens_env
+from .lock import free_reserve, tokens_env
 from .lost_rank import is_exit_evidence, name_killed_rank
 from .output import Tee, pump
 from .terminate import Terminated, kill_job, signals_end_the_job

@@ -1,4 +1,4 @@
-"""The ownership of a run directory: :class:`RunLock` (an exclusive ``flock`` on ``<run dir>/.lock``, which names the
+"""The ownership of a run directory, the launcher's side (the ranks' is :mod:`bench.ownership`): :class:`RunLock` (an exclusive ``flock`` on ``<run dir>/.lock``, which names the
 holder's pid, host and command) and :func:`claim`, which takes it for a new run or, with ``force``, for replacing
 an unheld run directory (one holding this suite's ``config.json`` and nothing but what a run writes), refusing
 everything else with a :class:`bench.BenchError` that names the holder or the reason; :func:`run_path`, the run
@@ -19,16 +19,12 @@ import time
 from pathlib import Path
 
 from .. import BenchError
+from ..ownership import LOCK_NAME, TOKENS, token_of
 from ..results import ResultsError, read_json
 
-LOCK_NAME = ".lock"
 RESERVE_BYTES = 16384
 """The lock file is padded to this size while held: room the launcher frees (:meth:`RunLock.free_reserve`) to write
 a failed run's summary on a full disk."""
-TOKENS = "BENCH_RUN_TOKENS"
-"""Environment of a job's processes: run directory -> the token of its holder's lock (:func:`still_ours`)."""
-
-
 RUN_FILES = re.compile(r"config\.json|system\.json|summary\.json|launch\.log|eval\.jsonl|model\.pt|rank\d+\.jsonl|"
                        r"\.lock|\.[a-z]+\.json\.[A-Za-z0-9_]+\.tmp")
 """The names of what a run writes into its directory (a ``.<name>.json.*.tmp`` is one being written): ``--force``
@@ -54,31 +50,9 @@ def run_path(out: Path | str) -> Path:
     return resolved
 
 
-class RunDirLost(RuntimeError):
-    """The run directory was deleted, or replaced by another holder's, while its job ran: nothing more is written."""
-
-
-def token_of(run_dir: Path) -> str | None:
-    """The token the holder of ``run_dir``'s lock wrote into it (None: no lock file, or none readable)."""
-    try:
-        return json.loads((Path(run_dir) / LOCK_NAME).read_text() or "{}").get("token")
-    except (OSError, ValueError, AttributeError):
-        return None
-
-
 def tokens_env(run_dirs: list[Path]) -> dict[str, str]:
     """:data:`TOKENS` for the job's processes: each run directory's token, as its lock says now."""
     return {TOKENS: json.dumps({str(d): token_of(d) for d in run_dirs})}
-
-
-def still_ours(run_dir: Path, token: str | None = None) -> bool:
-    """True while ``run_dir``'s lock still carries ``token`` (default: the job's, from :data:`TOKENS`; a process
-    started without it, e.g. a rank launched by hand, owns what it was given)."""
-    if token is None:
-        token = json.loads(os.environ.get(TOKENS) or "{}").get(str(run_dir))
-        if token is None:
-            return True
-    return token_of(run_dir) == token
 
 
 def free_reserve(run_dir: Path) -> bool:
@@ -94,13 +68,6 @@ def free_reserve(run_dir: Path) -> bool:
             return True
     except OSError:
         return False
-
-
-def check_ours(run_dir: Path) -> None:
-    """RunDirLost unless :func:`still_ours` (before writing results whose directory may have been replaced)."""
-    if not still_ours(run_dir):
-        raise RunDirLost(f"run directory {str(run_dir)!r} was deleted or replaced while the job ran (its lock is no "
-                         f"longer this job's): nothing more is written to it")
 
 
 def is_run_dir(path: Path) -> bool:

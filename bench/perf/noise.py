@@ -22,7 +22,7 @@ from bench import BenchError, launch
 from bench.layout import run_key
 from bench.perf import PerfParser
 from bench.metrics import regimes
-from bench.resolve import load_config
+from bench.runconfig import load_config
 from bench.results import load_run
 from bench.study import load_study, study_analysis
 

@@ -33,8 +33,8 @@ from ..data import Shard, load_dataset
 from ..launch.command import job_environment
 from ..metrics.throughput import window_throughput
 from ..models import build_model, make_optimizer
-from ..resolve import load_config
 from ..results import read_json, write_json_atomic
+from ..runconfig import load_config
 from ..system import horovodrun_path
 from . import PerfParser
 

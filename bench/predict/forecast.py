@@ -26,7 +26,7 @@ from pathlib import Path
 from ..algorithms import KEYS, get_algorithm
 from ..layout import REPO_ROOT, StudyLayout
 from ..metrics.selection import point
-from ..resolve import config_from_dict
+from ..runconfig import config_from_dict
 from . import hardware
 from .query import resolve_run
 from .model import Model

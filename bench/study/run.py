@@ -14,8 +14,8 @@ from .. import BenchError
 from ..algorithms import get_algorithm
 from ..launch.lock import RunLock, claim
 from ..layout import REPO_ROOT
-from ..resolve import load_config
 from ..results import ResultsError, read_json
+from ..runconfig import load_config
 from .spec import Study
 
 

@@ -10,38 +10,14 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-ENV = dict(os.environ, PYTHONPATH=str(REPO))
+from cluster_support import REPO, cluster, sh, skip_reason, suite_objects
 
 
-def _skip_reason() -> str | None:
-    if os.geteuid() != 0:
-        return "emulated cluster tests need root (network namespaces)"
-    try:
-        ok = subprocess.run(["unshare", "-n", "true"], check=False, capture_output=True, timeout=30).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        ok = False
-    return None if ok else "this system does not support network namespaces (unshare -n failed)"
-
-
-pytestmark = pytest.mark.skipif(_skip_reason() is not None, reason=_skip_reason() or "")
-
-
-def cluster(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, "-m", "bench.cluster", *args], check=False, capture_output=True, text=True,
-                          env=ENV, cwd=str(REPO), timeout=180)
-    if check and proc.returncode != 0:
-        pytest.fail(f"bench.cluster {' '.join(args)} failed (rc {proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
-    return proc
-
-
-def sh(*args: str, check: bool = False) -> subprocess.CompletedProcess:
-    return subprocess.run(list(args), capture_output=True, text=True, timeout=60, check=check)
+pytestmark = pytest.mark.skipif(skip_reason() is not None, reason=skip_reason() or "")
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -54,36 +30,6 @@ def system_ready():
     had_privsep = Path("/run/sshd").exists()
     yield {"had_privsep": had_privsep}
     cluster("down", check=False)
-
-
-@pytest.fixture(scope="module")
-def cluster_ready():
-    """For a module of cluster tests (imported there and named in its ``usefixtures``): the system packages, no
-    cluster before, none after."""
-    subprocess.run(["bash", str(REPO / "scripts" / "setup-cluster.sh")], check=True, timeout=900)
-    cluster("down")
-    yield
-    cluster("down", check=False)
-
-
-def suite_objects() -> dict:
-    """Everything with the suite's names, each looked up directly (not through bench.cluster)."""
-    netns = sorted(line.split()[0] for line in sh("ip", "netns", "list").stdout.splitlines() if line.startswith("dbemu-"))
-    links = [line.split(":")[1].strip().split("@")[0] for line in sh("ip", "-o", "link", "show").stdout.splitlines()
-             if ": dbemu" in line]
-    qdiscs = [line for line in sh("tc", "qdisc", "show").stdout.splitlines() if "dev dbemu" in line]
-    cgroups = sorted(p.name for p in Path("/sys/fs/cgroup/cpu").glob("dbemu-*")) if Path("/sys/fs/cgroup/cpu").is_dir() else []
-    sshd = []
-    for p in Path("/proc").iterdir():
-        if p.name.isdigit():
-            try:
-                cmd = (p / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-            except OSError:
-                continue
-            if "/run/distbench/dbemu" in cmd and "sshd" in cmd:
-                sshd.append(f"{p.name}: {cmd}")
-    files = [str(p) for p in (Path("/run/distbench/dbemu"), Path("/run/distbench/dbemu.lock")) if p.exists()]
-    return {"netns": netns, "links": links, "qdiscs": qdiscs, "cgroups": cgroups, "sshd": sshd, "files": files}
 
 
 def assert_nothing_left(system_ready) -> None:

@@ -23,17 +23,11 @@ import pytest
 
 from bench.cluster import lifecycle, spec
 from bench.results import load_run, read_json
-from conftest import REPO, bench_cli
-from test_cluster import _skip_reason, cluster
+from support import REPO, bench_cli
+from cluster_support import cluster, skip_reason
 
-pytestmark = pytest.mark.skipif(_skip_reason() is not None, reason=_skip_reason() or "")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def cluster_ready():
-    subprocess.run(["bash", str(REPO / "scripts" / "setup-cluster.sh")], check=True, timeout=900)
-    yield
-    cluster("down", check=False)
+pytestmark = [pytest.mark.skipif(skip_reason() is not None, reason=skip_reason() or ""),
+              pytest.mark.usefixtures("cluster_ready")]
 
 
 def start(out: Path) -> subprocess.Popen:

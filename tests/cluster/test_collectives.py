@@ -10,10 +10,9 @@ import sys
 
 import pytest
 
-from conftest import REPO
-from test_cluster import ENV, _skip_reason, cluster_ready, suite_objects  # noqa: F401 (fixture)
+from cluster_support import ENV, REPO, skip_reason, suite_objects
 
-pytestmark = [pytest.mark.skipif(_skip_reason() is not None, reason=_skip_reason() or ""),
+pytestmark = [pytest.mark.skipif(skip_reason() is not None, reason=skip_reason() or ""),
               pytest.mark.usefixtures("cluster_ready")]
 
 D = 0.005

@@ -20,10 +20,10 @@ import pytest
 from bench.cluster import Spec, delay, ensure, state
 from bench.cluster.stream import measure, round_trips
 from bench.results import read_json
-from conftest import REPO, run_algorithm
-from test_cluster import _skip_reason, cluster, cluster_ready, sh, suite_objects  # noqa: F401 (fixture)
+from support import REPO, run_algorithm
+from cluster_support import cluster, sh, skip_reason, suite_objects
 
-pytestmark = [pytest.mark.skipif(_skip_reason() is not None, reason=_skip_reason() or ""),
+pytestmark = [pytest.mark.skipif(skip_reason() is not None, reason=skip_reason() or ""),
               pytest.mark.usefixtures("cluster_ready")]
 
 

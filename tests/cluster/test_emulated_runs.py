@@ -13,18 +13,12 @@ import time
 import pytest
 
 from bench.results import load_run, read_json
-from conftest import REPO, run_algorithm
-from test_cluster import _skip_reason, cluster, suite_objects  # noqa: F401 (module skip, helpers)
+from support import REPO, run_algorithm
+from cluster_support import skip_reason
 
-pytestmark = pytest.mark.skipif(_skip_reason() is not None, reason=_skip_reason() or "")
+pytestmark = [pytest.mark.skipif(skip_reason() is not None, reason=skip_reason() or ""),
+              pytest.mark.usefixtures("cluster_ready")]
 COMM_HEAVY = ("max_steps=6", "warmup_steps=2", "eval_every=0", "save_model=false")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def cluster_ready():
-    subprocess.run(["bash", str(REPO / "scripts" / "setup-cluster.sh")], check=True, timeout=900)
-    yield
-    cluster("down", check=False)
 
 
 def test_sync_runs_over_ssh_on_two_hosts_and_a_slow_link_slows_it(tmp_path):

@@ -25,10 +25,10 @@ import psutil
 import pytest
 
 from bench.cluster import lifecycle, net
-from conftest import REPO, bench_cli
-from test_cluster import _skip_reason, cluster, cluster_ready  # noqa: F401 (fixture)
+from support import REPO, bench_cli
+from cluster_support import cluster, skip_reason
 
-pytestmark = [pytest.mark.skipif(_skip_reason() is not None, reason=_skip_reason() or ""),
+pytestmark = [pytest.mark.skipif(skip_reason() is not None, reason=skip_reason() or ""),
               pytest.mark.usefixtures("cluster_ready")]
 TINY = ["--profile", "tiny", "--quiet", "--set", "eval_every=0", "--set", "save_model=false"]
 

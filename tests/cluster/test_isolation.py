@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, run_algorithm
-from test_cluster import ENV, _skip_reason, cluster, cluster_ready, suite_objects  # noqa: F401 (module skip, helpers, fixture)
+from support import REPO, run_algorithm
+from cluster_support import ENV, cluster, skip_reason, suite_objects
 
-pytestmark = [pytest.mark.skipif(_skip_reason() is not None, reason=_skip_reason() or ""),
+pytestmark = [pytest.mark.skipif(skip_reason() is not None, reason=skip_reason() or ""),
               pytest.mark.usefixtures("cluster_ready")]
 CPU = Path("/sys/fs/cgroup/cpu")
 

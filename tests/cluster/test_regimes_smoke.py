@@ -15,17 +15,11 @@ import sys
 import pandas as pd
 import pytest
 
-from conftest import REPO, ran, repro_copy
-from test_cluster import _skip_reason, cluster
+from support import ran, repro_copy
+from cluster_support import skip_reason
 
-pytestmark = pytest.mark.skipif(_skip_reason() is not None, reason=_skip_reason() or "")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def cluster_ready():
-    subprocess.run(["bash", str(REPO / "scripts" / "setup-cluster.sh")], check=True, timeout=900)
-    yield
-    cluster("down", check=False)
+pytestmark = [pytest.mark.skipif(skip_reason() is not None, reason=skip_reason() or ""),
+              pytest.mark.usefixtures("cluster_ready")]
 
 
 @pytest.mark.timeout(1800)

@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import REPO, copy_repository
-from test_cluster import _skip_reason, cluster
+from support import REPO, copy_repository
+from cluster_support import cluster, skip_reason
 
-pytestmark = pytest.mark.skipif(_skip_reason() is not None, reason=_skip_reason() or "")
+pytestmark = pytest.mark.skipif(skip_reason() is not None, reason=skip_reason() or "")
 SLURM_DIR = "/run/distbench/dbemu/slurm"
 TINY = ["--profile", "tiny", "--quiet", "--set", "eval_every=0", "--set", "save_model=false"]
 

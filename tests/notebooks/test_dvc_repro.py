@@ -8,7 +8,7 @@ import time
 import pandas as pd
 import pytest
 
-from conftest import dvc, ran, repro_copy
+from support import dvc, ran, repro_copy
 
 
 def names(study) -> list[str]:

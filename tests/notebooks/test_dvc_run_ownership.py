@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from conftest import copy_repository, dvc
+from support import copy_repository, dvc
 
 
 @pytest.mark.timeout(1800)

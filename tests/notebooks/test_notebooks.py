@@ -1,4 +1,4 @@
-"""Every notebook executed by papermill against real run directories (fixtures: tests/notebooks/nb_fixtures.py)."""
+"""Every notebook executed by papermill against real run directories (fixtures: tests/notebooks/conftest.py)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from PIL import Image
 
 from bench.layout import StudyLayout
 from bench.results import load_run
-from conftest import REPO, bench_cli
-from nb_fixtures import NotebookFailed, analysed, execute, results_root  # noqa: F401 (fixtures)
+from support import REPO, bench_cli
+from notebook_support import NotebookFailed, execute
 
 # the session fixture launches five real runs: on a loaded 2-core machine that alone can pass the default 600 s
 pytestmark = pytest.mark.timeout(1800)

@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from bench.metrics.report import read_table
-from conftest import copy_repository
+from support import copy_repository
 
 STUDY = """description: sync at np 1 for a few steps, 2 repeats (tests/notebooks/test_registration.py)
 profile: tiny

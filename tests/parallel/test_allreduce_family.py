@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from bench.results import load_run
-from conftest import check_converged_run, horovod_job, max_diff, run_algorithm, saved_model as model
+from support import check_converged_run, horovod_job, max_diff, run_algorithm, saved_model as model
 
 SCRIPTS = Path(__file__).parent / "scripts"
 FAMILY = ("delayed", "layerwise", "localsgd", "lasgd", "easgd")

@@ -10,7 +10,7 @@ from bench.data import load_dataset
 from bench.models import build_model
 from bench.resolve import resolve
 from bench.worker import evaluate
-from conftest import run_algorithm
+from support import run_algorithm
 
 SETS = ("model=cnn_bn", "max_steps=30", "eval_every=10", "lr=0.1")
 

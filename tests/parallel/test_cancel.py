@@ -13,7 +13,7 @@ import psutil
 import pytest
 
 from bench.results import load_run, read_json
-from conftest import REPO, bench_cli
+from support import REPO, bench_cli
 
 
 def job_processes(run_dir: Path) -> list[psutil.Process]:

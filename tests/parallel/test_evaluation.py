@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import run_algorithm
+from support import run_algorithm
 
 DELAY = 0.3  # seconds each evaluation takes (BENCH_EVAL_DELAY_S, a test aid of bench.worker)
 

@@ -25,8 +25,8 @@ import psutil
 import pytest
 
 from bench.watchdog import SILENT_S
-from conftest import REPO
-from test_faults_named import LIMIT_S, ended, job_processes, nothing_left, start, stepping
+from faults_support import LIMIT_S, ended, job_processes, nothing_left, start, stepping
+from support import REPO
 
 
 def damage_records(out: Path) -> None:

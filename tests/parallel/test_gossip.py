@@ -15,7 +15,7 @@ import torch
 
 from bench import BenchError
 from bench.resolve import resolve
-from conftest import REPO, horovodrun, run_algorithm
+from support import REPO, horovodrun, run_algorithm
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ import json
 import torch
 
 from bench.perf.horovod_knobs import summarize_timeline
-from conftest import run_algorithm
+from support import run_algorithm
 
 
 def test_cycle_time_setting_reaches_the_background_thread_and_system_json(tmp_path):

@@ -7,7 +7,7 @@ import os
 from bench import launch
 from bench.resolve import parse_set, resolve
 from bench.results import load_run, read_json
-from conftest import REPO, max_diff, saved_model
+from support import REPO, max_diff, saved_model
 
 
 def cfg(algorithm: str, tag: str, *sets: str, np: int = 2):

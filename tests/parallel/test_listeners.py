@@ -21,7 +21,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from conftest import REPO, bench_cli
+from support import REPO, bench_cli
 
 
 def listening(pid: int) -> set[tuple[str, str]]:

@@ -9,7 +9,7 @@ import math
 import pytest
 import torch
 
-from conftest import max_diff, run_algorithm, union_batch_state
+from support import max_diff, run_algorithm, union_batch_state
 
 STEPS = 12
 

@@ -15,7 +15,7 @@ import pytest
 
 from bench.algorithms.diloco import fragment_offsets, fragment_slices
 from bench.results import load_run
-from conftest import bench_cli, check_converged_run, horovod_job, max_diff, saved_model as model
+from support import bench_cli, check_converged_run, horovod_job, max_diff, saved_model as model
 
 SCRIPTS = Path(__file__).parent / "scripts"
 LAPTOP_STEPS = 120  # scripts/outer_optimizers_and_compression.py LAPTOP["max_steps"]

@@ -14,7 +14,7 @@ from bench.algorithms.dcasgd import dcasgd_update
 from bench.resolve import resolve
 from bench.data import Shard, load_dataset
 from bench.models import build_model, make_optimizer
-from conftest import horovodrun, run_algorithm
+from support import horovodrun, run_algorithm
 
 SCRIPTS = Path(__file__).parent / "scripts"
 PS_ALGOS = ("downpour", "asgd", "aeasgd", "eamsgd", "dynsgd", "agn", "adag", "sasgd", "dcasgd")

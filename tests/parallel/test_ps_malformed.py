@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from bench.system import horovodrun_path
-from conftest import REPO
+from support import REPO
 
 SCRIPT = Path(__file__).parent / "scripts" / "ps_malformed.py"
 EXPECTED = {

@@ -21,7 +21,7 @@ from bench import BenchError
 from bench.launch import run_many
 from bench.launch.lock import LOCK_NAME, claim
 from bench.resolve import resolve
-from conftest import REPO, bench_cli
+from support import REPO, bench_cli
 
 
 def start(run_dir: Path) -> subprocess.Popen:

@@ -9,7 +9,7 @@ import torch
 
 from bench.resolve import resolve
 from bench.models import build_model
-from conftest import run_algorithm, union_batch_state
+from support import run_algorithm, union_batch_state
 
 STEPS = 6
 OVERRIDES = {"max_steps": STEPS, "lr": 0.1, "eval_every": 0, "warmup_steps": 0, "epochs": 1}
@@ -94,7 +94,7 @@ def test_hand_launched_job_writes_the_same_run_directory(tmp_path):
     import subprocess
 
     from bench.results import load_run
-    from conftest import REPO, bench_cli
+    from support import REPO, bench_cli
 
     out = tmp_path / "hand"
     proc = bench_cli("run", "sync", "--np", "2", "--profile", "tiny", "--out", str(out), "--prepare-only",

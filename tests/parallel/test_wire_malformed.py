@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import REPO, horovodrun
+from support import REPO, horovodrun
 
 SCRIPT = REPO / "tests" / "parallel" / "scripts" / "wire_malformed.py"
 EXPECTED = {

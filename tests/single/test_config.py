@@ -10,9 +10,10 @@ import pytest
 from bench import BenchError
 from bench.algorithms import get_algorithm, names
 from bench.config import LaunchConfig, TrainConfig
-from bench.resolve import config_from_dict, parse_set, resolve
+from bench.resolve import parse_set, resolve
+from bench.runconfig import config_from_dict
 from bench.typed import field_types
-from conftest import bench_cli
+from support import bench_cli
 
 
 def test_defaults_resolve_from_params_yaml():
@@ -139,12 +140,13 @@ def test_list_names_every_algorithm_with_its_paper():
         assert line.split()[0] == name and get_algorithm(name).paper in line
 
 
-# What a rank runs on its config.json (bench.resolve.load_config) checks values only: an emulated-cluster run's
+# What a rank runs on its config.json (bench.runconfig.load_config) checks values only: an emulated-cluster run's
 # config loads where the launcher's machine check (root, namespaces, this machine's cores) refuses it.
 RANK_LOADS = """
 import json, pathlib, sys, tempfile
 from bench import BenchError
-from bench.resolve import check_machine, load_config
+from bench.resolve import check_machine
+from bench.runconfig import load_config
 path = pathlib.Path(tempfile.mkdtemp()) / "config.json"
 path.write_text(sys.stdin.read())
 cfg = load_config(path)
@@ -170,7 +172,7 @@ def test_a_rank_loads_an_emulated_config_that_the_machine_check_refuses_as_non_r
     import subprocess
     import sys
 
-    from conftest import REPO
+    from support import REPO
 
     cmd = [sys.executable, "-c", RANK_LOADS]
     if os.geteuid() == 0:  # as root here: the same check as a user who is not (the emulated cluster needs root)
@@ -185,7 +187,8 @@ def test_a_rank_loads_an_emulated_config_that_the_machine_check_refuses_as_non_r
 
 def test_the_launcher_refuses_a_loaded_config_its_machine_cannot_run_before_writing_anything(tmp_path):
     from bench.launch import run_many
-    from bench.resolve import check_machine, load_config
+    from bench.resolve import check_machine
+    from bench.runconfig import load_config
     from bench.results import write_json_atomic
 
     cores = os.cpu_count() or 1

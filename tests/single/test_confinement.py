@@ -15,7 +15,7 @@ from bench import BenchError
 from bench.__main__ import main
 from bench.launch.lock import LOCK_NAME
 from bench.layout import StudyLayout, check_name
-from conftest import REPO
+from support import REPO
 
 
 def cli(capsys, *args: str) -> tuple[int, str]:

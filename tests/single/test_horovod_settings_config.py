@@ -11,7 +11,8 @@ from bench import BenchError
 from bench.config import HOROVOD_DEFAULTS, HorovodSettings
 from bench.launch import prepare
 from bench.launch.command import horovod_environment, horovod_record
-from bench.resolve import config_from_dict, hardware_profiles, load_hardware, resolve
+from bench.resolve import hardware_profiles, load_hardware, resolve
+from bench.runconfig import config_from_dict
 from bench.results import read_json
 from bench.typed import build, field_types
 
@@ -67,7 +68,8 @@ def test_every_hardware_profile_has_valid_settings():
         settings = build(HorovodSettings, block, what="horovod setting")
         settings.validate()
         # resolved (on the local hardware: the others need a cluster) the block reaches the launch settings as it is
-        assert resolve("sync", np=1, profile="tiny", overrides={"horovod": block}).launch.horovod == settings
+        assert resolve("sync", np=1, profile="tiny", overrides={"horovod": block}).launch.horovod == settings, \
+            f"hardware profile {hw}: see docs/architecture.md#extending"
 
 
 def test_hardware_profile_block_and_its_unknown_keys(tmp_path):
@@ -133,13 +135,15 @@ def test_prepare_records_the_settings_in_system_json(tmp_path, monkeypatch):
     assert read_json(run_dir / "config.json")["launch"]["horovod"]["cycle_time_ms"] == 0.5
 
 
-def test_overhead_benchmark_names_its_runs_through_run_name():
-    import inspect
-
+def test_overhead_benchmark_names_its_runs_through_run_name(tmp_path):
+    from bench.layout import run_name
     from bench.perf import overhead
 
-    src = inspect.getsource(overhead)
-    assert "run_name(" in src and '-np{' not in src.replace("run_name", "")
+    result = overhead.suite_run("sync", 1, "tiny", {"max_steps": 6, "warmup_steps": 2, "eval_every": 0, "save_model": False}, tmp_path)
+    assert result["throughput"] > 0
+    (run_dir,) = [d for d in tmp_path.iterdir() if d.is_dir()]  # one real run, named as the suite names runs
+    tag = run_dir.name.removeprefix("sync-np1-")
+    assert tag.isdigit() and run_dir.name == run_name("sync", 1, tag), run_dir.name
 
 
 def test_sleeping_wait_is_the_suites_setting_not_a_horovod_variable():

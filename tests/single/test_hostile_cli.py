@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from support import REPO
 
 CALIBRATION = Path("docs/results/predict/calibration.json")
 SUMMARY = Path("docs/results/predict/tables/validation_summary.csv")

@@ -22,7 +22,7 @@ import pytest
 import torch
 
 from bench.system import horovod_build
-from conftest import REPO
+from support import REPO
 
 RUN = ["run", "sync", "--np", "1", "--profile", "tiny", "--quiet"]
 MARKER = Path("/tmp") / f"issue40-{uuid.uuid4().hex}"

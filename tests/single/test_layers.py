@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from support import REPO
 
 BENCH = REPO / "bench"
 
@@ -109,6 +109,17 @@ def test_lazy_imports_are_read_and_an_import_against_the_direction_is_found(tmp_
     assert row_of("bench.placement", rows) < row_of("bench.resolve", rows) < row_of("bench.launch.job", rows)
     assert "bench.launch" not in {t.rsplit(".", 1)[0] if t.startswith("bench.launch.") else t for t in lazy}
     assert row_of("bench.algorithms.sync", rows) == row_of("bench.algorithms", rows)
+
+
+def test_the_rank_side_sits_below_the_resolver_and_the_launcher():
+    """The rows read run config, worker, resolver, launcher: a rank imports what reads its config.json and checks
+    its run directory's ownership, never the params.yaml merge or the launcher."""
+    rows = layer_rows()
+    order = [row_of(m, rows) for m in ("bench.runconfig", "bench.worker", "bench.resolve", "bench.launch")]
+    assert order == sorted(set(order)), f"rows of run config, worker, resolver, launcher: {order}"
+    assert row_of("bench.ownership", rows) == row_of("bench.watchdog", rows) == order[0]
+    worker = {t for _, t in imports(BENCH / "worker.py")}
+    assert not {t for t in worker if t == "bench.resolve" or t.startswith("bench.launch")}, worker
 
 
 def test_point_to_point_tags_are_named_once_in_bench_comm_tags():

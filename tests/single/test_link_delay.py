@@ -13,7 +13,7 @@ from bench import BenchError
 from bench.cluster.net import tbf_args
 from bench.cluster.delay import tcp_buffer_max
 from bench.cluster.spec import Spec, normalize_delay, parse_delay
-from conftest import bench_cli
+from support import bench_cli
 
 FORM = "give a number with a unit us, ms or s, from 0 to 10 s"
 

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from bench.perf.harness import VARIANTS
-from conftest import REPO
+from support import REPO
 
 
 def perf(*args):

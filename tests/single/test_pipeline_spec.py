@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from bench.algorithms import KEYS
-from conftest import REPO
+from support import REPO
 
 DVC = yaml.safe_load((REPO / "dvc.yaml").read_text())
 # the suite's modules that importing the modules named on the command line loads, transitively
@@ -121,7 +121,8 @@ def test_hardware_profiles_resolve():
     import torch
 
     from bench import BenchError
-    from bench.resolve import check_values, hardware_profiles, resolve
+    from bench.resolve import hardware_profiles, resolve
+    from bench.runconfig import check_values
 
     for hw in hardware_profiles():
         if hw.startswith("emu"):
@@ -147,7 +148,7 @@ def test_every_study_file_is_a_valid_spec_with_a_one_line_description():
         study = load_study(name, REPO / "params.yaml")
         assert study.name == name and (REPO / study.file).is_file()
         description = study.spec.description
-        assert description.strip() and "\n" not in description, f"{study.file}: description must be one line"
+        assert description.strip() and "\n" not in description, f"{study.file}: description must be one line (docs/architecture.md#extending)"
 
 
 def test_an_unknown_study_is_refused_naming_the_study_files(tmp_path):
@@ -187,3 +188,39 @@ def test_every_analysis_stage_runs_its_notebook_through_bench_study_analyse():
     for name in ANALYSES:
         assert f"python -m bench study analyse {name} " in stages[name]["cmd"], stages[name]["cmd"]
         assert (REPO / "notebooks" / f"{name}.ipynb").is_file()
+
+
+def pipeline_picture() -> list[str]:
+    """dvc.yaml's stages as the docs draw them: the study's stages in the order their deps and outs make (a stage after
+    every stage whose outputs it reads; stages of one step joined by commas), then the stages that neither read nor
+    feed another (``predict``: the published studies)."""
+    def paths(items) -> list[str]:
+        return [(next(iter(i)) if isinstance(i, dict) else i).rstrip("/") for i in items or []]
+
+    stages = {}
+    for name, stage in yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"].items():
+        key = f"{name}@<algo>" if "matrix" in stage or "foreach" in stage else name
+        stage = stage.get("do", stage)
+        stages[key] = (paths(stage.get("deps")), paths(stage.get("outs")) + paths(stage.get("metrics")))
+
+    def feeds(a: str, b: str) -> bool:
+        return a != b and any(d == o or d.startswith(o + "/") or o.startswith(d + "/")
+                             for o in stages[a][1] for d in stages[b][0])
+
+    step: dict[str, int] = {}
+    for _ in stages:  # longest path from a stage without inputs
+        for s in stages:
+            step[s] = max([step.get(a, 0) + 1 for a in stages if feeds(a, s)], default=0)
+    alone = [s for s in stages if not any(feeds(a, s) or feeds(s, a) for a in stages)]
+    chain = [[s for s in stages if step[s] == k and s not in alone] for k in range(max(step.values()) + 1)]
+    return [" -> ".join(", ".join(group) for group in chain if group), ", ".join(alone) + " (on its own: the published studies)"]
+
+
+@pytest.mark.parametrize("doc", ["README.md", "docs/architecture.md", "pipelines/README.md", "docs/guide.md"])
+def test_the_docs_draw_the_pipeline_as_dvc_yaml_orders_it(doc):
+    picture = pipeline_picture()
+    assert picture[0].startswith("prepare, calibrate -> plan -> run@<algo> -> ") and picture[0].endswith("-> report")
+    assert picture[1].startswith("predict")
+    text = (REPO / doc).read_text()
+    block = "```\n" + "\n".join(picture) + "\n```"
+    assert block in text, f"{doc} must draw the pipeline as dvc.yaml orders it (docs/architecture.md#the-pipeline):\n{block}"

@@ -19,7 +19,7 @@ from bench.predict.patterns import PATTERNS
 from bench.predict.queue import Visit, simulate_server
 from bench.predict.sim import CfsHost, Client, Op, simulate_collective
 from bench.resolve import resolve
-from conftest import REPO, bench_cli
+from support import REPO, bench_cli
 
 RESULTS = REPO / "docs" / "results" / "predict"
 MB = 1e6
@@ -35,7 +35,8 @@ def nodes(per_node: int, intra: float, inter: float) -> Hardware:
 
 
 def test_every_registered_algorithm_has_a_pattern():
-    assert set(PATTERNS) == set(KEYS)
+    assert set(PATTERNS) == set(KEYS), (f"bench/predict/patterns.py and the registry differ by "
+                                        f"{sorted(set(PATTERNS) ^ set(KEYS))}: see docs/architecture.md#extending")
     wl = hardware.Workload("lenet", 32, 107786, 10, 0.004, 4000, "")
     for key in KEYS:
         cfg = resolve(key, np=4, profile="regimes", hardware="emu", check=False)

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from bench.predict import transport
-from conftest import REPO
+from support import REPO
 
 D = 0.005
 K = {"eff": 0.96, "h_s": 0.001, "h0_s": 0.0002, "byte_s": 0.0, "w_allgather": 1.0, "burst": 0.0,

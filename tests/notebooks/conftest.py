@@ -1,16 +1,15 @@
-"""Fixture run directories made by running the suite (profile tiny, a few steps), one of them failed; helpers."""
+"""Fixtures of the notebook tests: run directories made by running the suite (profile tiny, a few steps), one of them
+failed, and the fixture study analysed; the helpers are in notebook_support.py."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from bench.layout import StudyLayout
-from conftest import REPO, bench_cli, run_algorithm
+from notebook_support import execute
+from support import bench_cli, run_algorithm
 
 STEPS = "max_steps=40"
 
@@ -29,23 +28,6 @@ def results_root(tmp_path_factory) -> Path:
                      str(failed), "--quiet", "--set", STEPS, env={"BENCH_INJECT_FAULT": "1:3:raise"})
     assert proc.returncode != 0, "the injected fault did not fail the run"
     return root
-
-
-def execute(notebook: str, dest: Path, **parameters) -> dict:
-    """papermill ``notebooks/<notebook>`` with ``parameters``; returns the executed notebook (JSON)."""
-    out = dest / "notebooks" / notebook
-    out.parent.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "papermill", "--no-progress-bar", str(REPO / "notebooks" / notebook), str(out)]
-    for k, v in parameters.items():
-        cmd += ["-p", k, str(v)] if not isinstance(v, (list, dict)) else ["-y", json.dumps({k: v})]
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=str(REPO), timeout=600)
-    if proc.returncode != 0:
-        raise NotebookFailed(proc.stderr[-4000:])
-    return json.loads(out.read_text())
-
-
-class NotebookFailed(AssertionError):
-    pass
 
 
 @pytest.fixture(scope="session")
