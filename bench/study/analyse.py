@@ -16,6 +16,9 @@ from .spec import Study
 USER_ERRORS = ("BenchError", "ResultsError")
 """Exceptions of the suite a notebook may raise on bad input (:class:`bench.BenchError` and its subclasses): one line,
 exit 2, like on the command line."""
+KERNEL_QUIET = ["--IPKernelApp.log_level=ERROR"]
+"""The kernel's own log lines (its warning that it listens on loopback TCP unencrypted) kept off the command's stderr,
+where a refusal is one line."""
 ANALYSES = ("speedup", "convergence", "temporal_efficiency", "hardware", "regimes", "report")
 """The analysis notebooks (``notebooks/<name>.ipynb``) a study's DVC stages execute, one stage each."""
 
@@ -33,7 +36,7 @@ def analyse(study: Study, notebook: str, html: bool = False) -> Path:
         try:
             papermill.execute_notebook(str(REPO_ROOT / "notebooks" / f"{notebook}.ipynb"), str(executed),
                                        parameters={"study": study.name}, cwd=str(REPO_ROOT), kernel_name="python3",
-                                       progress_bar=False)
+                                       progress_bar=False, extra_arguments=KERNEL_QUIET)
         except papermill.PapermillExecutionError as e:
             if e.ename in USER_ERRORS:  # a corrupt results file, a bad setting: its one line, not the kernel's traceback
                 raise BenchError(f"{e.evalue} (notebooks/{notebook}.ipynb, cell {e.exec_count})") from None

@@ -229,10 +229,10 @@ def unsupported(case_id: str) -> str | None:
 def test_refused_in_one_line_with_nothing_written_or_left(tmp_path, case_id, make, fragment):
     if unsupported(case_id):
         pytest.skip(unsupported(case_id))
-    args, env = make(tmp_path)
+    args, env, *where = make(tmp_path)  # where: the folder to run in, if not the repository (a copy of it)
     before = {p.relative_to(tmp_path) for p in tmp_path.rglob("*")}
-    proc = subprocess.run([sys.executable, "-m", "bench", *args], cwd=REPO, capture_output=True, text=True, timeout=600,
-                          env=dict(os.environ, PYTHONPATH=str(REPO), BENCH_PROGRESS="0", **env))
+    proc = subprocess.run([sys.executable, "-m", "bench", *args], cwd=where[0] if where else REPO, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "PYTHONPATH": str(REPO), "BENCH_PROGRESS": "0", **env})
     lines = proc.stderr.splitlines()
     assert proc.returncode == 2, f"exit {proc.returncode}: {proc.stderr[-2000:]}"
     assert len(lines) == 1 and lines[0].startswith("error: ") and len(lines[0]) < 1000, proc.stderr[-2000:]
