@@ -15,11 +15,12 @@ one, from a dirty tree, or a cell the registration does not list: exploratory).
 from __future__ import annotations
 
 import hashlib
-import json
 import subprocess
 from pathlib import Path
 
+from . import short
 from .layout import REPO_ROOT
+from .results import ResultsError, check_regular, read_json_object
 
 def path(study: str, root: Path = REPO_ROOT) -> Path:
     """Where a study's registration lives (committed, one JSON file per study)."""
@@ -47,9 +48,16 @@ def committed(file: Path, root: Path = REPO_ROOT) -> bool:
 def load(study: str, root: Path = REPO_ROOT) -> dict | None:
     """The study's registration (with its ``sha256``), or None where it has none."""
     p = path(study, root)
+    check_regular(p)
     if not p.is_file():
         return None
-    return {**json.loads(p.read_text()), "sha256": sha256(p)}
+    record = read_json_object(p)
+    cells = record.get("cells")
+    if not (isinstance(cells, list) and all(isinstance(c, dict) and isinstance(c.get("config_sha256"), str)
+                                            for c in cells)):
+        raise ResultsError(f"{p}: 'cells' is not a list of registered runs, each with its config_sha256: "
+                           f"{short(cells, 40)}")
+    return {**record, "sha256": sha256(p)}
 
 
 def provenance(study: str, config_path: Path, root: Path = REPO_ROOT) -> dict:

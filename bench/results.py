@@ -12,7 +12,11 @@ is tolerated when loading, any other corrupt line is an error naming the file an
 clock after its start barrier (0.3-1.5 s on the emulated hosts) counts in no time to target
 (``Run.extra["t_origin_s"]`` is the shift). An ``ok`` run must hold
 a non-empty ``rank<r>.jsonl`` for every worker and a non-empty ``eval.jsonl``: one missing or empty is a
-:class:`ResultsError` naming the file, never a run loaded with figures silently changed.
+:class:`ResultsError` naming the file, never a run loaded with figures silently changed. What is read is believed only
+within physics (:data:`RANGES`: an accuracy in [0, 1], counts and steps integers in int64's range and >= 0, times
+>= 0; each worker's steps once each; ``rank<r>.jsonl`` only for the run's workers, r < np >= 1), and only from regular
+files (:func:`open_regular`: a FIFO would block the reader, a directory is no file): else a ResultsError naming the
+file and line.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
+import stat
 import tempfile
 import time
 from dataclasses import dataclass, field, fields
@@ -29,7 +35,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from . import SCHEMA_VERSION, BenchError
+from . import SCHEMA_VERSION, BenchError, short
 
 @dataclass
 class StepRecord:
@@ -81,6 +87,21 @@ STEP_REQUIRED = ("step", "epoch", "t", "samples", "loss", "accuracy", "step_s")
 NULLABLE = ("loss", "staleness")
 """Record fields that may be null: a diverged model's loss (NaN is written as null), the staleness of a step without
 a commit."""
+INT64_MAX = 2**63 - 1
+COUNT = (0, INT64_MAX, "a count, an integer in [0, 2**63 - 1]")
+SECONDS = (0, math.inf, "a number of seconds >= 0")
+FRACTION = (0, 1, "a fraction in [0, 1]")
+RANGES = {"step": COUNT, "samples": COUNT, "samples_seen": COUNT, "bytes_sent": COUNT, "steps_per_worker": COUNT,
+          "epoch": (0, math.inf, "a number >= 0"), "staleness": (0, math.inf, "a number >= 0"),
+          "accuracy": FRACTION, "final_accuracy": FRACTION, "throughput": (0, math.inf, "a number of samples/s >= 0"),
+          **dict.fromkeys(("step_s", "compute_s", "comm_s", "wait_s", "injected_s", "wall_s", "train_s", "eval_s",
+                           "snapshot_s"), SECONDS)}
+"""The physical range of each number of the records and the summary (low, high, what it is): a value outside it is
+a corrupt or forged file, refused naming the file and line, never a figure (an accuracy of 5, a negative count, a step
+beyond int64). ``t`` and the losses are any finite number."""
+SUMMARY_NUMBERS = ("wall_s", "train_s", "eval_s", "snapshot_s", "throughput", "final_accuracy", "final_loss",
+                   "steps_per_worker")
+"""summary.json's numbers the analyses read: each, where present, a number in its range (:data:`RANGES`) or null."""
 
 
 class ResultsError(BenchError, ValueError):
@@ -99,13 +120,18 @@ def _clean(obj: Any) -> Any:
 
 
 def write_json_atomic(path: str | Path, obj: Any) -> None:
+    write_text_atomic(path, json.dumps(_clean(obj), indent=2, sort_keys=True) + "\n")
+
+
+def write_text_atomic(path: str | Path, text: str) -> None:
+    """``text`` written to a temporary file beside ``path``, then renamed over it: a reader sees the old file or the
+    whole new one, never a part."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w") as f:
-            json.dump(_clean(obj), f, indent=2, sort_keys=True)
-            f.write("\n")
+            f.write(text)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -115,10 +141,59 @@ def write_json_atomic(path: str | Path, obj: Any) -> None:
         raise
 
 
+def replace_folder(staged: Path, path: Path) -> None:
+    """The folder ``staged`` (written in full, beside ``path``) moved into ``path``'s place, the old ``path`` (if any)
+    removed after: a failing writer stages its files and leaves ``path`` as it was (remove ``staged`` then)."""
+    old = None
+    if path.exists():
+        old = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.old."))
+        os.replace(path, old / path.name)
+    os.replace(staged, path)
+    if old is not None:
+        shutil.rmtree(old)
+
+
+def open_regular(path: str | Path):
+    """``path`` opened for reading as UTF-8 text if it is a regular file; ResultsError naming it and what it is
+    otherwise (a FIFO would block the reader for ever, a directory or a device is no results file), decided on the
+    opened file (a FIFO opens at once without blocking), not on a name that may change in between. FileNotFoundError
+    where nothing is there."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise ResultsError(f"{path}: not a regular file ({file_kind(mode)}); a results file must be one")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, encoding="utf-8")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def file_kind(mode: int) -> str:
+    """What an ``st_mode`` is, in words (for errors)."""
+    kinds = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+             (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISREG, "a regular file"))
+    return next((what for test, what in kinds if test(mode)), "not a file")
+
+
+def check_regular(path: str | Path, missing: str = "") -> None:
+    """ResultsError unless ``path`` is a regular file (symbolic links followed): naming it and what it is, or, where
+    nothing is there, with ``missing`` (nothing raised where ``missing`` is empty)."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        if missing:
+            raise ResultsError(f"{path}: {missing}") from None
+        return
+    if not stat.S_ISREG(mode):
+        raise ResultsError(f"{path}: not a regular file ({file_kind(mode)}); a results file must be one")
+
+
 def read_json(path: str | Path) -> Any:
     path = Path(path)
     try:
-        with open(path, encoding="utf-8") as f:
+        with open_regular(path) as f:
             return json.load(f)
     except json.JSONDecodeError as e:
         raise ResultsError(f"{path}:{e.lineno}: corrupt JSON ({e.msg})") from None
@@ -208,7 +283,7 @@ def read_jsonl(path: str | Path, tolerate_torn_tail: bool = False) -> list[dict]
     path = Path(path)
     records = []
     try:
-        with open(path, encoding="utf-8") as f:
+        with open_regular(path) as f:
             lines = f.read().split("\n")
     except UnicodeDecodeError as e:
         raise ResultsError(f"{path}: not a JSONL text file (byte {e.start} is not UTF-8)") from None
@@ -320,6 +395,15 @@ def check_records(path: Path, frame: pd.DataFrame, fields, required) -> None:
             bad = number.isna() & (column.notna() if name in NULLABLE else True)
         if bad.any():
             refuse(name, int(bad.to_numpy().nonzero()[0][0]))
+    for name in (n for n in fields if n in RANGES):
+        column = frame[name] if typed[name] else pd.to_numeric(frame[name], errors="coerce")
+        low, high, what = RANGES[name]
+        bad = (column < low) | (column > high)  # compared in the column's own type: 2**63 (uint64) is beyond int64
+        if what is COUNT[2]:
+            bad |= column.notna() & (column % 1 != 0)
+        if bad.any():
+            row = int(bad.to_numpy().nonzero()[0][0])
+            raise ResultsError(f"{path}:{row + 1}: record's {name!r} is {str(frame[name].iloc[row])[:40]}, not {what}")
 
 
 def _check_label(path: Path, config: dict) -> None:
@@ -330,31 +414,52 @@ def _check_label(path: Path, config: dict) -> None:
             and isinstance(launch.get("hardware"), str)):
         raise ResultsError(f"{path}: not a run's configuration (algorithm, launch.np and launch.hardware missing or "
                            f"of the wrong type)")
+    if launch["np"] < 1:
+        raise ResultsError(f"{path}: launch.np is {launch['np']}; a run has at least 1 worker")
+
+
+def check_summary(path: Path, summary: dict) -> None:
+    """summary.json's status is ok, failed or incomplete and each of :data:`SUMMARY_NUMBERS` it holds a number in its
+    range or null; ResultsError naming the file and the key otherwise."""
+    if summary.get("status") not in ("ok", "failed", "incomplete"):
+        raise ResultsError(f"{path}: status {str(summary.get('status'))[:40]!r} is not ok or failed")
+    for key in SUMMARY_NUMBERS:
+        value = summary.get(key)
+        if value is None:
+            continue
+        low, high, what = RANGES.get(key, (-math.inf, math.inf, "a number"))
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if not (number and low <= value <= high) or (what is COUNT[2] and not isinstance(value, int)):
+            raise ResultsError(f"{path}: {key} is {short(value, 40)}, not {what} or null")
 
 
 def load_run(path: str | Path) -> Run:
     path = Path(path)
     cfg_path = path / "config.json"
-    if not cfg_path.is_file():
-        raise ResultsError(f"{path}: not a run directory (no config.json)")
+    check_regular(cfg_path, missing="none here: not a run directory")
     config = read_json_object(cfg_path)
     if config.get("schema_version") != SCHEMA_VERSION:
         raise ResultsError(f"{cfg_path}: schema_version {config.get('schema_version')!r}, this suite reads {SCHEMA_VERSION}")
     _check_label(cfg_path, config)
     system = read_json_object(path / "system.json") if (path / "system.json").exists() else {}
     summary = read_json_object(path / "summary.json") if (path / "summary.json").exists() else {"status": "incomplete"}
-    if summary.get("status") not in ("ok", "failed", "incomplete"):
-        raise ResultsError(f"{path / 'summary.json'}: status {str(summary.get('status'))[:40]!r} is not ok or failed")
+    check_summary(path / "summary.json", summary)
     ok = summary.get("status") == "ok"
     if ok:
         _check_complete(path, config)
     frames = []
-    rank_files = [p for p in path.glob("rank*.jsonl") if p.stem[4:].isdigit()]
-    for f in sorted(rank_files, key=lambda p: int(p.stem[4:])):
+    for f in rank_files(path, config["launch"]["np"]):
         recs = read_jsonl(f, tolerate_torn_tail=not ok)
         if recs:
             df = pd.DataFrame.from_records(recs)
             check_records(f, df, StepRecord.keys(), STEP_REQUIRED)
+            twice = df["step"].duplicated()
+            if twice.any():
+                row = int(twice.to_numpy().nonzero()[0][0])
+                step = df["step"].iloc[row]
+                first = int((df["step"] == step).to_numpy().nonzero()[0][0])
+                raise ResultsError(f"{f}:{row + 1}: step {step} recorded again (first on line {first + 1}): a "
+                                   f"worker's steps are recorded once each")
             df.insert(0, "rank", int(f.stem[4:]))
             frames.append(df)
     steps = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["rank", *StepRecord.keys()])
@@ -369,6 +474,21 @@ def load_run(path: str | Path) -> Run:
         steps["t"] = steps["t"] - origin
         evals["t"] = evals["t"] - origin
     return Run(path, config, system, summary, steps, evals, extra={"t_origin_s": origin})
+
+
+def rank_files(path: Path, np_: int) -> list[Path]:
+    """The run directory's ``rank<r>.jsonl`` files, in rank order; ResultsError on a rank file of no worker of the run
+    (r >= np: it would count as one more worker's steps) or a name that is no rank's (``rank01.jsonl``)."""
+    found = {}
+    for f in path.glob("rank*.jsonl"):
+        digits = f.stem[4:]
+        if not digits.isdigit():
+            continue
+        if digits != str(int(digits)) or int(digits) >= np_:
+            raise ResultsError(f"{f}: no worker of this run writes it (its workers are ranks 0..{np_ - 1}, np {np_} "
+                               f"in config.json): a stray or forged record file")
+        found[int(digits)] = f
+    return [found[r] for r in sorted(found)]
 
 
 def first_step_start(steps: pd.DataFrame) -> float:
@@ -387,8 +507,7 @@ def _check_complete(path: Path, config: dict) -> None:
     except (KeyError, TypeError, ValueError):
         raise ResultsError(f"{path / 'config.json'}: no launch.np") from None
     for f in [path / f"rank{r}.jsonl" for r in range(np_)] + [path / "eval.jsonl"]:
-        if not f.is_file():
-            raise ResultsError(f"{f}: missing, but the run's summary says ok (an incomplete or tampered run directory)")
+        check_regular(f, missing="missing, but the run's summary says ok (an incomplete or tampered run directory)")
         if f.stat().st_size == 0:
             raise ResultsError(f"{f}: empty, but the run's summary says ok (an incomplete or tampered run directory)")
 

@@ -3,17 +3,22 @@ study with papermill, and with ``--html`` rendered without its code (:func:`anal
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 import papermill
 
 from .. import BenchError
 from ..layout import REPO_ROOT
+from ..results import write_text_atomic
 from .spec import Study
 
 USER_ERRORS = ("BenchError", "ResultsError")
 """Exceptions of the suite a notebook may raise on bad input (:class:`bench.BenchError` and its subclasses): one line,
 exit 2, like on the command line."""
+KERNEL_QUIET = ["--IPKernelApp.log_level=ERROR"]
+"""The kernel's own log lines (its warning that it listens on loopback TCP unencrypted) kept off the command's stderr,
+where a refusal is one line."""
 ANALYSES = ("speedup", "convergence", "temporal_efficiency", "hardware", "regimes", "report")
 """The analysis notebooks (``notebooks/<name>.ipynb``) a study's DVC stages execute, one stage each."""
 
@@ -25,17 +30,19 @@ def analyse(study: Study, notebook: str, html: bool = False) -> Path:
     if notebook not in ANALYSES:
         raise BenchError(f"unknown analysis notebook {notebook!r}; valid: {', '.join(ANALYSES)}")
     layout = study.layout
-    layout.notebooks.mkdir(parents=True, exist_ok=True)
     out = layout.notebooks / f"{notebook}.ipynb"
-    try:
-        papermill.execute_notebook(str(REPO_ROOT / "notebooks" / f"{notebook}.ipynb"), str(out),
-                                   parameters={"study": study.name}, cwd=str(REPO_ROOT), kernel_name="python3",
-                                   progress_bar=False)
-    except papermill.PapermillExecutionError as e:
-        if e.ename in USER_ERRORS:  # a corrupt results file, a bad setting: its one line, not the kernel's traceback
-            raise BenchError(f"{e.evalue} (notebooks/{notebook}.ipynb, cell {e.exec_count}; executed notebook: "
-                             f"{out})") from None
-        raise
+    with tempfile.TemporaryDirectory(prefix="bench-analyse-") as staged:  # the executed notebook replaces the old one
+        executed = Path(staged) / out.name                                # only when it ran to its end
+        try:
+            papermill.execute_notebook(str(REPO_ROOT / "notebooks" / f"{notebook}.ipynb"), str(executed),
+                                       parameters={"study": study.name}, cwd=str(REPO_ROOT), kernel_name="python3",
+                                       progress_bar=False, extra_arguments=KERNEL_QUIET)
+        except papermill.PapermillExecutionError as e:
+            if e.ename in USER_ERRORS:  # a corrupt results file, a bad setting: its one line, not the kernel's traceback
+                raise BenchError(f"{e.evalue} (notebooks/{notebook}.ipynb, cell {e.exec_count})") from None
+            keep(executed, out)  # a fault of the suite: the executed notebook shows where
+            raise
+        keep(executed, out)
     if html:  # nbconvert only where a page is asked for
         import nbformat
         from nbconvert import HTMLExporter
@@ -44,6 +51,12 @@ def analyse(study: Study, notebook: str, html: bool = False) -> Path:
         body, _ = exporter.from_notebook_node(nbformat.read(str(out), as_version=4))
         (layout.dir / f"{notebook}.html").write_text(body)
     return out
+
+
+def keep(executed: Path, out: Path) -> None:
+    """The executed notebook moved to ``out`` (a reader sees the old one or the whole new one)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(out, executed.read_text())
 
 
 def main(study: Study, args) -> None:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import itertools
 import shutil
+import tempfile
+from pathlib import Path
 from typing import Any
 
 from .. import BenchError
@@ -13,7 +15,7 @@ from ..algorithms import get_algorithm, names
 from ..config import LaunchConfig, RunConfig, TrainConfig
 from ..layout import run_name
 from ..resolve import resolve
-from ..results import write_json_atomic
+from ..results import replace_folder, write_json_atomic
 from ..typed import field_types
 from .spec import Study, StudySpec, aimed_shares, link_share, read_calibration
 
@@ -96,24 +98,31 @@ def planned_runs(study: Study, algorithm: str) -> list[RunConfig]:
 
 
 def plan(study: Study) -> dict[str, int]:
-    """Write every registered algorithm's plan folder (an empty one when the study does not run it)."""
+    """Write the study's plan folder, every registered algorithm's (an empty one when the study does not run it): every
+    run resolved first, then the files written into a staged folder that replaces the plan whole, so that a refused
+    run or a failed write leaves the plan as it was."""
     layout = study.layout
-    counts = {}
-    for algorithm in names():
-        runs = planned_runs(study, algorithm)
-        folder = layout.algorithm_plan(algorithm)
-        if folder.exists():
-            shutil.rmtree(folder)
-        entries = []
-        for cfg in runs:
-            path = layout.plan_file(algorithm, cfg.launch.hardware, cfg.launch.np, cfg.tag)
-            write_json_atomic(path, cfg.to_dict())
-            entries.append({"name": run_name(algorithm, cfg.launch.np, cfg.tag), "hardware": cfg.launch.hardware,
-                            "config": str(path.relative_to(layout.dir))})
-        write_json_atomic(folder / "plan.json", {"algorithm": algorithm, "study": study.name,
-                                                 "status": "planned" if runs else "not in study", "runs": entries})
-        counts[algorithm] = len(runs)
-    return counts
+    for folder in (layout.dir, layout.plan):
+        if folder.exists() and not folder.is_dir():
+            raise BenchError(f"{folder}: a file, not a folder: the study's plan goes there; move it away")
+    planned = {algorithm: planned_runs(study, algorithm) for algorithm in names()}
+    layout.dir.mkdir(parents=True, exist_ok=True)
+    staged = Path(tempfile.mkdtemp(dir=layout.dir, prefix=".plan."))
+    try:
+        for algorithm, runs in planned.items():
+            entries = []
+            for cfg in runs:
+                path = layout.plan_file(algorithm, cfg.launch.hardware, cfg.launch.np, cfg.tag)
+                write_json_atomic(staged / path.relative_to(layout.plan), cfg.to_dict())
+                entries.append({"name": run_name(algorithm, cfg.launch.np, cfg.tag), "hardware": cfg.launch.hardware,
+                                "config": str(path.relative_to(layout.dir))})
+            write_json_atomic(staged / algorithm / "plan.json", {
+                "algorithm": algorithm, "study": study.name, "status": "planned" if runs else "not in study",
+                "runs": entries})
+        replace_folder(staged, layout.plan)
+    finally:
+        shutil.rmtree(staged, ignore_errors=True)
+    return {algorithm: len(runs) for algorithm, runs in planned.items()}
 
 
 def main(study: Study, args) -> None:

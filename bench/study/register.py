@@ -24,18 +24,19 @@ from ..layout import REPO_ROOT
 from ..metrics.claims import as_record, select
 from ..metrics.regimes import COMPARED_METRICS
 from ..resolve import resolve
+from ..results import check_regular, read_json_object, write_text_atomic
 from ..system import git_record
 from .plan import max_repeats, plan
-from .spec import Study, load_study, study_analysis
+from .spec import Study, load_study, read_calibration, read_plan, study_analysis
 
 
 def cells(study: Study) -> list[dict]:
     """Every planned run (the plan as ``plan`` writes it): its key, config file, the file's SHA-256, seed, repeat."""
     out = []
-    for manifest in sorted(study.layout.dir.glob("plan/*/plan.json")):
-        for entry in json.loads(manifest.read_text())["runs"]:
+    for algorithm in sorted(p.parent.name for p in study.layout.dir.glob("plan/*/plan.json")):
+        for entry in read_plan(study.layout, algorithm):
             path = study.layout.dir / entry["config"]
-            cfg = json.loads(path.read_text())
+            cfg = read_json_object(path)
             out.append({"run": f"{entry['name']}@{entry['hardware']}", "config": entry["config"],
                         "config_sha256": registration.sha256(path), "seed": cfg["train"]["seed"],
                         "repeat": cfg.get("repeat", 0)})
@@ -53,6 +54,9 @@ def register(study: Study, force: bool = False) -> dict:
     """Plan the study and write its registration; BenchError where it exists (without ``force``), a claim is unknown,
     the calibration is missing, or its seeds are those of a study it was tuned on."""
     path = registration.path(study.name)
+    if path.parent.exists() and not path.parent.is_dir():
+        raise BenchError(f"{path.parent}: a file, not a folder: the study's registration goes there; move it away")
+    check_regular(path)  # a FIFO would block the write, a directory refuse it, after the plan was rewritten
     if path.is_file() and not force:
         raise BenchError(f"study {study.name!r} is registered already ({path.relative_to(REPO_ROOT)}, "
                          f"{registration.sha256(path)[:12]}); --force writes a new registration, under which the runs "
@@ -60,6 +64,7 @@ def register(study: Study, force: bool = False) -> dict:
     rules = select(study.spec.claims, where=f"study {study.name!r}: claims")
     tuning = {name: sorted(seeds_of(load_study(name, study.params_file))) for name in study.spec.tuned_by}
     target, budget_s = study_analysis(study.name)  # a derived target needs the calibration: an error names it
+    calibration = read_calibration(study.layout)
     plan(study)
     planned = cells(study)
     seeds = sorted({c["seed"] for c in planned})
@@ -74,13 +79,11 @@ def register(study: Study, force: bool = False) -> dict:
         "study_file": str(study.file), "study_file_sha256": registration.sha256(file),
         "spec": dataclasses.asdict(study.spec), "claims": [as_record(r) for r in rules],
         "metrics": {"target_accuracy": target, "budget_s": budget_s, "compared": list(COMPARED_METRICS),
-                    "calibration": (study.layout.dir / "calibration.json").is_file() and json.loads(
-                        (study.layout.dir / "calibration.json").read_text())},
+                    "calibration": calibration or False},
         "seeds": seeds, "tuned_by": tuning, "cells": planned,
         "code_commit": git_record()["commit"], "created_utc": datetime.datetime.now(datetime.UTC).isoformat(),
     }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(record, indent=1, sort_keys=True, default=str) + "\n")
+    write_text_atomic(path, json.dumps(record, indent=1, sort_keys=True, default=str) + "\n")
     return {"file": str(path.relative_to(REPO_ROOT)), "sha256": registration.sha256(path), "cells": len(planned),
             "claims": len(rules), "seeds": seeds}
 

@@ -4,7 +4,6 @@ A failed benchmark run does not fail the stage: it is kept, marked failed, and s
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 
@@ -16,7 +15,7 @@ from ..launch.lock import RunLock, claim
 from ..layout import REPO_ROOT
 from ..results import ResultsError, read_json
 from ..runconfig import load_config
-from .spec import Study
+from .spec import Study, read_plan
 
 
 def clear_stale(runs: Path, plan: Path, planned: list[str]) -> list[Path]:
@@ -48,21 +47,21 @@ def run(study: Study, algorithm: str) -> list[tuple[str, str]]:
     other, the planned config files launched unchanged); returns (run key, status) pairs."""
     get_algorithm(algorithm)
     layout = study.layout
-    manifest_path = layout.algorithm_plan(algorithm) / "plan.json"
-    if not manifest_path.is_file():
-        raise BenchError(f"no plan {manifest_path}: run `python -m bench study plan` (or `dvc repro plan`) first")
-    manifest = json.loads(manifest_path.read_text())
-    layout.algorithm_runs(algorithm).mkdir(parents=True, exist_ok=True)
-    if not manifest["runs"]:
-        print(f"[study] {algorithm}: not in study {study.name!r}, nothing to run")
-        return []
+    entries = read_plan(layout, algorithm)
+    if entries is None:
+        raise BenchError(f"no plan {layout.algorithm_plan(algorithm) / 'plan.json'}: run `python -m bench study plan` "
+                         f"(or `dvc repro plan`) first")
     configs, outs, keys = [], [], []
-    for entry in manifest["runs"]:
+    for entry in entries:  # every planned config read and checked before anything is written
         planned = layout.dir / entry["config"]
         cfg = load_config(planned)
         configs.append(str(planned))
         outs.append(str(layout.run_dir(algorithm, cfg.launch.hardware, cfg.launch.np, cfg.tag)))
         keys.append(f"{entry['name']}@{entry['hardware']}")
+    layout.algorithm_runs(algorithm).mkdir(parents=True, exist_ok=True)
+    if not entries:
+        print(f"[study] {algorithm}: not in study {study.name!r}, nothing to run")
+        return []
     print(f"[study] {study.name}: {algorithm}, {len(configs)} run(s): {', '.join(keys)}", flush=True)
     clear_stale(layout.algorithm_runs(algorithm), layout.algorithm_plan(algorithm), outs)
     layout.notebooks.mkdir(parents=True, exist_ok=True)
@@ -73,7 +72,7 @@ def run(study: Study, algorithm: str) -> list[tuple[str, str]]:
     results = []
     for key, out in zip(keys, outs):
         summary = Path(out) / "summary.json"
-        status = json.loads(summary.read_text()).get("status", "incomplete") if summary.is_file() else "incomplete"
+        status = read_json(summary).get("status", "incomplete") if summary.is_file() else "incomplete"
         print(f"[study] {key}: {status}", flush=True)
         results.append((key, status))
     return results

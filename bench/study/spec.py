@@ -1,5 +1,6 @@
 """What a study is: its file ``pipelines/studies/<name>.yaml`` (fields of :class:`StudySpec`), loaded and checked
-(:func:`load_study`), its ``share<s>`` links, and the one reader of its calibration (``results/<study>/calibration.json``,
+(:func:`load_study`), its ``share<s>`` links, the one reader of its plan (``plan/<algo>/plan.json``, :func:`read_plan`) and
+the one reader of its calibration (``results/<study>/calibration.json``,
 :func:`read_calibration`) with the analysis settings derived from it (:func:`study_analysis`).
 
 Every stage module of :mod:`bench.study` imports this one; nothing here runs, plans or publishes anything.
@@ -7,21 +8,27 @@ Every stage module of :mod:`bench.study` imports this one; nothing here runs, pl
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from .. import BenchError
+from .. import BenchError, short
 from ..algorithms import names
-from ..layout import StudyLayout, check_name
+from ..layout import StudyLayout, check_name, confined
 from ..resolve import load_params, params_path
+from ..results import ResultsError, check_regular, read_json_object
 from ..typed import build
 from ..yamlfile import read_mapping
 
 STUDIES = Path("pipelines") / "studies"
 """The folder of the study files, beside params.yaml (one file per study: ``<name>.yaml``)."""
+MAX_REPEATS = 1000
+"""The most repeats of a cell (``repeats``, ``repeats_where``): each repeat is one more run of the cell, of seconds to
+minutes; a thousand is beyond any study's budget, and a billion would keep ``plan`` busy for minutes before a run."""
+MAX_PLANNED = 10_000
+"""The most runs a study plans of one algorithm (hardware x worker counts x grid points x repeats): at a few seconds a
+run at least, more is days of runs, and every planned run is resolved and written by ``plan``."""
 
 
 @dataclass
@@ -173,8 +180,15 @@ def load_study(name: str | None = None, params_file: Path | None = None) -> Stud
         raise BenchError(f"unknown study {name!r}; valid: {', '.join(study_names(params_file)) or '(none)'}")
     spec = build(StudySpec, read_mapping(path), what=f"study {name!r} key")
     study = Study(name, spec, params_file, params.get("profile") or "laptop", params.get("hardware") or "local")
-    if spec.repeats < 1:
-        raise BenchError(f"study {name!r}: repeats must be >= 1, got {spec.repeats!r}")
+    if not 1 <= spec.repeats <= MAX_REPEATS:
+        raise BenchError(f"study {name!r}: repeats must be in [1, {MAX_REPEATS}] (each repeat is one more run of every "
+                         f"cell), got {spec.repeats!r}")
+    empty = [f"grid {key!r} has no values" for key, values in spec.grid.items() if not values]
+    empty += ["np has no worker counts"] * (not spec.np) + [
+        f"np_by_algorithm {key!r} has no worker counts" for key, values in spec.np_by_algorithm.items() if not values]
+    if empty:
+        raise BenchError(f"study {name!r}: {'; '.join(empty)}: it would plan nothing for it without a word; give at "
+                         f"least one value, or leave the key out")
     if not 0 < spec.target_fraction <= 1:
         raise BenchError(f"study {name!r}: target_fraction must be in (0, 1], got {spec.target_fraction!r}")
     if spec.target_accuracy is not None and not 0 < spec.target_accuracy <= 1:
@@ -196,12 +210,17 @@ def load_study(name: str | None = None, params_file: Path | None = None) -> Stud
         what = f"study {name!r}: repeats_where[{i}]"
         if entry.repeats is None:
             raise BenchError(f"{what} has no repeats; give one, an integer >= 0 (0: not run)")
-        if entry.repeats < 0:
-            raise BenchError(f"{what}: repeats must be an integer >= 0 (0: not run), got {entry.repeats!r}")
+        if not 0 <= entry.repeats <= MAX_REPEATS:
+            raise BenchError(f"{what}: repeats must be in [0, {MAX_REPEATS}] (0: not run), got {entry.repeats!r}")
         bad = sorted(set(entry.algorithms) - set(study.algorithms()))
         if bad:
             raise BenchError(f"{what} names {', '.join(bad)}, which the study does not run; valid: "
                              f"{', '.join(study.algorithms())}")
+    planned = len(study.hardware) * len(worker_counts(spec)) * math.prod(map(len, spec.grid.values())) * max(
+        [spec.repeats, *(e.repeats for e in spec.repeats_where)])
+    if planned > MAX_PLANNED:
+        raise BenchError(f"study {name!r} plans {planned} runs of an algorithm (hardware x worker counts x grid points x "
+                         f"repeats); at most {MAX_PLANNED:,}: days of runs at a few seconds each")
     for share in aimed_shares(spec):
         if not 0 < share < 1:
             raise BenchError(f"study {name!r}: link 'share{share:g}' aims at a communication share outside (0, 1); "
@@ -248,12 +267,44 @@ def read_calibration(layout: StudyLayout, needed_for: str = "") -> dict | None:
     """``results/<study>/calibration.json`` (written by :func:`bench.study.calibrate.calibrate`): the one reader.
     Missing: None, or, where ``needed_for`` says what needs it, a one-line error naming the command that writes it."""
     path = layout.dir / "calibration.json"
+    check_regular(path)
     if path.is_file():
-        return json.loads(path.read_text())
+        calibration = read_json_object(path)
+        target = calibration.get("target_accuracy")
+        if target is not None and not (isinstance(target, (int, float)) and not isinstance(target, bool)
+                                       and 0 < target <= 1):
+            raise ResultsError(f"{path}: 'target_accuracy' is {short(target, 40)}, not a held-out accuracy in (0, 1]")
+        links = calibration.get("links", {})
+        if not (isinstance(links, dict) and all(isinstance(v, dict) and isinstance(v.get("rate"), str)
+                                                for v in links.values())):
+            raise ResultsError(f"{path}: 'links' is not share<s> -> {{rate: ...}} (a mapping of the calibrated "
+                               f"link rates): {short(links, 40)}")
+        return calibration
     if needed_for:
         raise BenchError(f"study {layout.study!r} needs its calibration ({path}) {needed_for}: run "
                          f"`python -m bench study calibrate` (or `dvc repro calibrate`)")
     return None
+
+
+def read_plan(layout: StudyLayout, algorithm: str) -> list[dict] | None:
+    """The planned runs of ``algorithm`` (``plan/<algo>/plan.json``, written by :func:`bench.study.plan.plan`): the one
+    reader. Each entry's ``name``, ``hardware`` and ``config`` (its config file, under the study's folder) checked;
+    None where there is no plan; ResultsError naming the file and the entry otherwise."""
+    path = layout.algorithm_plan(algorithm) / "plan.json"
+    check_regular(path)
+    if not path.is_file():
+        return None
+    runs = read_json_object(path).get("runs")
+    if not isinstance(runs, list):
+        raise ResultsError(f"{path}: 'runs' is not a list of planned runs: {short(runs, 40)}")
+    for i, entry in enumerate(runs):
+        bad = [key for key in ("name", "hardware", "config")
+               if not (isinstance(entry, dict) and isinstance(entry.get(key), str) and entry[key])]
+        if bad:
+            raise ResultsError(f"{path}: runs[{i}] has no {bad[0]!r} (a planned run has a name, a hardware and a "
+                               f"config file): {short(entry, 60)}")
+        confined(layout.dir / entry["config"], layout.dir, f"{path}: runs[{i}]'s config")
+    return runs
 
 
 def spec_of(name: str) -> StudySpec:

@@ -72,7 +72,7 @@ def test_repeats_must_be_positive(params_file, rep_file):
     from bench.study import load_study
 
     rep_file.write_text(rep_file.read_text().replace("repeats: 3", "repeats: 0"))
-    with pytest.raises(BenchError, match="repeats must be >= 1, got 0"):
+    with pytest.raises(BenchError, match=r"repeats must be in \[1, 1000\] \(each repeat is one more run of every cell\), got 0"):
         load_study("rep", params_file)
 
 
@@ -103,7 +103,7 @@ def test_share_links_are_planned_at_their_calibrated_rate_and_repeats_where_choo
     ones = "sets: {link: ['']}, repeats: 3}"
     for old, bad, error in (  # each bad study is refused when loaded, naming the value and the valid choices
             ("slow_factor: [3.0]}, repeats: 0", "slow_factor: [3.0]}, repeats: -1",
-             r"repeats_where\[0\]: repeats must be an integer >= 0 \(0: not run\), got -1"),
+             r"repeats_where\[0\]: repeats must be in \[0, 1000\] \(0: not run\), got -1"),
             ("algorithms: [sync], sets", "algorithms: [ddp], sets",
              r"repeats_where\[1\] names ddp, which the study does not run; valid: sync"),
             (ones, "sets: {link: ['']}, repeat: 3}",
