@@ -12,13 +12,13 @@ from pathlib import Path
 import pandas as pd
 
 from ..metrics.report import claims_lines, interval_text, md_table, read_table
-from ..metrics.stats import INTERVAL
+from ..metrics.stats import CAPTION, INTERVAL
 from .spec import Study
 
 FIGURES = {
-    "speedup/speedup_over_n.png": "speedup S(n) over one worker against n with the 95 % interval of the median over "
-                                  "the repeats, one panel per family and grid point, sync dashed, the ideal S(n) = n "
-                                  "dotted; the legend gives S(n)/n at the largest n",
+    "speedup/speedup_over_n.png": f"speedup S(n) over one worker against n with the {CAPTION} over the repeats, one "
+                                  "panel per family and grid point, sync dashed, the ideal S(n) = n dotted; the legend "
+                                  "gives S(n)/n at the largest n",
     "speedup/scaling.png": "throughput, S(n) and throughput over sync's at the same n, one row per grid point",
     "speedup/efficiency.png": "scaling efficiency S(n)/n per algorithm and n (median over the repeats)",
     "speedup/time_split.png": "milliseconds a step spends computing, communicating and waiting",
@@ -161,8 +161,8 @@ def _noise_lines(dest: Path) -> list[str]:
     if not len(width):
         return []
     return ["", "## Run-to-run noise", "",
-            f"Over the {len(width)} cells with 3 or more repeats, the 95 % interval of the median throughput spans "
-            f"{100 * width.median():.0f} % of the median (median over the cells; largest {100 * width.max():.0f} %). A "
+            f"Over the {len(width)} cells with 3 or more repeats, the {CAPTION} throughput spans "
+            f"{100 * width.median():.0f} % of the geometric mean (median over the cells; largest {100 * width.max():.0f} %). A "
             f"difference between single runs smaller than that is noise; the verdicts above use the repeats."]
 
 

@@ -96,3 +96,20 @@ def test_docs_results_in_git_stays_under_15_mb():
     size = sum(f.stat().st_size for f in files if f.is_file())
     assert size <= 15e6, f"docs/results tracks {size / 1e6:.1f} MB"
     assert not [f for f in files if f.name == "report.html"]
+
+
+def test_captions_name_the_interval_the_numbers_have():
+    """Every caption that names an interval (the published README's figure list, the notebooks' markdown) names the one
+    the tables hold, bench.metrics.stats.CAPTION (a Student t interval of the geometric mean), never a bootstrap."""
+    import json
+
+    from bench.metrics.stats import CAPTION
+    from bench.study.readme import FIGURES
+
+    assert "Student t" in CAPTION and "geometric mean" in CAPTION
+    captions = list(FIGURES.values())
+    for nb in sorted((REPO / "notebooks").glob("*.ipynb")):
+        captions += ["".join(c["source"]) for c in json.loads(nb.read_text())["cells"] if c["cell_type"] == "markdown"]
+    assert not [c for c in captions if "bootstrap" in c.lower()]
+    assert not [c for c in captions if "interval of the median" in " ".join(c.split())]
+    assert CAPTION in FIGURES["speedup/speedup_over_n.png"]
