@@ -15,6 +15,7 @@ import seaborn as sns
 
 from .metrics.regimes import link_order
 from .metrics.selection import FAMILIES, family, frame_grid_points, frame_points
+from .metrics.stats import CAPTION
 
 sns.set_theme(style="whitegrid", context="notebook")
 
@@ -144,7 +145,7 @@ def scaling(summary: pd.DataFrame, runs: pd.DataFrame | None = None,
     vs = sorted(m for m in set(summary["metric"]) if m.startswith("vs_"))
     per = _own_intervals(_cells(summary, ["throughput", "speedup", *vs]), runs)
     if (per["repeats"] > 1).any():
-        title += " (mean over repeats, 95 % t-interval)"
+        title += f" ({CAPTION} over the repeats)"
     points = sorted(per["label"].unique())
     fig, axes = plt.subplots(len(points), 3, figsize=(16, 4.5 * len(points)), squeeze=False)
     ns = sorted(per["np"].unique())

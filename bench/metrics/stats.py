@@ -37,6 +37,8 @@ CONFIDENCE = 0.95
 MIN_N = 3
 INTERVAL = "Student t, 95 %, on the logs (geometric mean)"
 """What every interval of a summary or a paired ratio is (the ``interval_method`` of a table)."""
+CAPTION = "95 % Student t interval of the geometric mean"
+"""How a caption names that interval (README, figures, notebooks: tests/single/test_published.py checks them)."""
 OUTCOMES = ("faster", "slower", "inconclusive")
 
 HIGHER_IS_BETTER = {"throughput": True, "slowest_worker_rate": True, "time_to_target_s": False,

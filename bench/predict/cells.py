@@ -17,13 +17,13 @@ import pandas as pd
 from ..layout import REPO_ROOT, run_name
 from ..resolve import resolve
 from ..study import load_study
+from ..study.spec import published_studies
 from ..study.plan import grid_points
 
 RESULTS = REPO_ROOT / "docs" / "results"
-STUDIES = ("regimes-v1", "regimes", "regimes-speedup", "regimes-quota", "regimes-te", "regimes-latency", "regimes-momentum",
-           "regimes-tuned", "regimes-order", "regimes-lr")
-"""The published studies whose cells the model predicts: the four the issue names (and regimes-latency once it is
-published), then the diagnostic ones, all run on the same emulated cluster with the same workload."""
+STUDIES = tuple(published_studies("predict"))
+"""The published studies whose cells the model predicts: those whose file says ``published: predict`` (all run on the
+same emulated cluster with the same workload)."""
 
 
 @dataclass

@@ -1,21 +1,26 @@
 """``python -m bench study publish --to D``: a study's results as published reference results (e.g.
-``docs/results/<study>/``): what its analysis wrote, ``runs.csv``, ``system.md`` and a README (:mod:`.readme`).
-Not a DVC stage: it runs on results DVC already made."""
+``docs/results/<study>/``): what its analysis wrote, copied and never recomputed or merged (a study with companions
+gathers their claims in its own ``claims.csv``: notebooks/regimes.ipynb), with ``runs.csv``, ``system.md`` and a README
+(:mod:`.readme`). Not a DVC stage: it runs on results DVC already made."""
 
 from __future__ import annotations
 
 import datetime
+import hashlib
 import json
+import os
 import shutil
+import subprocess
+import tempfile
 from pathlib import Path
 
 import pandas as pd
 
 from .. import BenchError, registration
-from ..metrics.claims import every_workload
+from ..metrics.claims import COLUMNS as CLAIM_COLUMNS
 from ..metrics.report import read_table
 from ..metrics.selection import key
-from ..results import Run, load_runs
+from ..results import ResultsError, Run, load_runs, read_json_object
 from .readme import published_readme
 from .spec import Study, load_study
 
@@ -125,6 +130,112 @@ def run_times(runs_dir: Path) -> tuple[float, float]:
     return max(b for _, b in intervals) - intervals[0][0], busy + end - start
 
 
+TABLES = {"claims.csv": (CLAIM_COLUMNS, ["effect", "ci_low", "ci_high", "n", "tests"]),
+          "speedup_summary.csv": (["metric", "algorithm", "np", "point", "mean", "ci_low", "ci_high", "n"],
+                                  ["np", "mean", "ci_low", "ci_high", "n"]),
+          "regimes_summary.csv": (["metric", "mean", "ci_low", "ci_high", "n"], ["mean", "ci_low", "ci_high", "n"]),
+          "te_grid.csv": (["hardware", "np", "E", "ci_low", "ci_high", "n", "winner"], ["np", "E", "ci_low", "ci_high", "n"]),
+          "links.csv": (["link"], [])}
+"""The tables the published README reads: the columns each must have, and those of them that must be numbers."""
+
+
+def check_tables(tables: Path) -> None:
+    """Every ``*.csv`` of a study's ``tables`` folder readable as a table, and those the README reads
+    (:data:`TABLES`) with their columns and numbers: BenchError naming the file otherwise (an empty, binary or
+    garbled file, a text ``np``, a missing column)."""
+    for f in sorted(Path(tables).glob("*.csv")):
+        try:
+            table = read_table(f)
+        except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError) as e:
+            raise BenchError(f"{f}: not a table the analysis wrote ({str(e).splitlines()[0][:120] or type(e).__name__})") from None
+        if f.name not in TABLES:
+            continue
+        columns, numbers = TABLES[f.name]
+        missing = [c for c in columns if c not in table.columns]
+        if missing:
+            raise BenchError(f"{f}: no column {', '.join(map(repr, missing))} (has {', '.join(map(str, table.columns))[:200]})")
+        for c in numbers:
+            bad = table[c][pd.to_numeric(table[c], errors="coerce").isna() & table[c].notna()]
+            if len(bad):
+                raise BenchError(f"{f}: column {c!r} holds {str(bad.iloc[0])[:40]!r}, not a number")
+
+
+def check_system(run: Run) -> None:
+    """A run's system.json as runs.csv reads it: ``git``, ``provenance`` and its ``registration`` objects (or absent):
+    BenchError naming the file otherwise."""
+    system = run.system
+    where = run.path / "system.json"
+    for name, value in (("git", system.get("git")), ("provenance", system.get("provenance")),
+                        ("provenance.registration", (system.get("provenance") or {}).get("registration")
+                         if isinstance(system.get("provenance"), dict) else None)):
+        if value is not None and not isinstance(value, dict):
+            raise BenchError(f"{where}: {name!r} is a {type(value).__name__} ({json.dumps(value)[:40]}), expected an "
+                             f"object")
+
+
+def read_registration(study: Study, runs: list[Run]) -> dict | None:
+    """The study's registration as :func:`bench.registration.load` gives it (with its ``sha256``), checked: the working
+    tree's file, or where that is missing or not the one the runs name, the version git has at a run's commit
+    (``git show <commit>:pipelines/registrations/<study>.json``) with the SHA-256 the run recorded, so that deleting or
+    editing the file does not make runs publishable that their registration refuses. BenchError naming the file where
+    it is unreadable, not an object, or named by the runs and found nowhere."""
+    root = study.params_file.parent
+    p = registration.path(study.name, root)
+    named = {}
+    for r in runs:
+        reg = (r.system.get("provenance") or {}).get("registration") or {}
+        if reg.get("sha256"):
+            named.setdefault(str(reg["sha256"]), ((r.system.get("git") or {}).get("commit"), reg.get("file") or
+                                                   str(p.relative_to(root))))
+    found = None
+    if p.is_file():
+        found = {**_registration_object(p, read_json_object_checked(p)), "sha256": registration.sha256(p)}
+        if not named or found["sha256"] in named:
+            return found
+    for sha, (commit, file) in named.items():
+        shown = subprocess.run(["git", "-C", str(root), "show", f"{commit}:{file}"], capture_output=True,
+                               timeout=30) if commit else None
+        if shown is not None and shown.returncode == 0 and hashlib.sha256(shown.stdout).hexdigest() == sha:
+            try:
+                obj = json.loads(shown.stdout.decode("utf-8"))
+            except (UnicodeDecodeError, json.JSONDecodeError) as e:
+                raise BenchError(f"{commit[:12]}:{file}: not a registration ({e})") from None
+            return {**_registration_object(Path(f"{commit[:12]}:{file}"), obj), "sha256": sha}
+    if found is not None:
+        return found  # the runs name another registration: check_registered says so
+    if named:
+        sha, (commit, file) = next(iter(named.items()))
+        raise BenchError(f"{file}: the study's runs ran under registration {sha[:12]}, which neither the working tree "
+                         f"nor git at their commit {str(commit)[:12]} holds; restore the file (git checkout)")
+    return None
+
+
+def read_json_object_checked(p: Path) -> dict:
+    try:
+        return read_json_object(p)
+    except ResultsError as e:
+        raise BenchError(f"{e} (a registration: pipelines/registrations/<study>.json)") from None
+    except RecursionError:
+        raise BenchError(f"{p}: not a registration (nested too deep)") from None
+
+
+def _registration_object(where: Path, obj) -> dict:
+    if not isinstance(obj, dict) or not isinstance(obj.get("cells", []), list) or \
+            not all(isinstance(c, dict) for c in obj.get("cells", [])):
+        raise BenchError(f"{where}: not a registration (expected an object with a list of cells, got "
+                         f"{type(obj).__name__} {json.dumps(obj)[:40]})")
+    return obj
+
+
+def check_destination(study: Study, dest: Path) -> None:
+    """``--to`` neither the study's own results folder (``results/<study>/``, its tables or any folder in it) nor a
+    folder that holds it: publishing copies out of it."""
+    own, to = study.layout.dir.resolve(), Path(dest).resolve()
+    if to == own or own in to.parents or to in own.parents:
+        raise BenchError(f"--to {dest} is the study's own results ({study.layout.dir}) or holds them: publish copies "
+                         f"them elsewhere, e.g. docs/results/{study.name}")
+
+
 def publish(study: Study, dest: Path) -> list[Path]:
     """Copy what the study's analysis wrote (tables, figures, metrics, report, calibration) to ``dest`` with
     ``runs.csv``, ``system.md`` and ``README.md``; returns the files written."""
@@ -132,30 +243,42 @@ def publish(study: Study, dest: Path) -> list[Path]:
     if not layout.tables.is_dir():
         raise BenchError(f"{layout.tables} does not exist: run the study's analysis first (dvc repro)")
     dest = Path(dest)
+    check_destination(study, dest)
+    check_tables(layout.tables)
     runs = load_runs(layout.runs)  # every run read first: a corrupt one refuses before anything is written to dest
-    tables, claims = [], []
-    for s in [study, *(load_study(c) for c in study.spec.companions)]:  # this study, then its other workloads
-        registered = registration.load(s.name)
-        tables.append(runs_table(runs if s is study else load_runs(s.layout.runs), registered).assign(study=s.name))
+    tables = []
+    for s in [study, *(load_study(c, study.params_file) for c in study.spec.companions)]:  # then its other workloads
+        its_runs = runs if s is study else load_runs(s.layout.runs)
+        for r in its_runs:
+            check_system(r)
+        registered = read_registration(s, its_runs)
+        tables.append(runs_table(its_runs, registered).assign(study=s.name))
         check_registered(s, tables[-1], registered)  # before anything is written
-        if (s.layout.tables / "claims.csv").is_file():
-            claims.append(read_table(s.layout.tables / "claims.csv"))
     table = pd.concat(tables, ignore_index=True)
-    copies = [(f, dest / sub / f.name) for sub, pattern in (("tables", "*.csv"), ("metrics", "*.json"))
+    copies = [(f, Path(sub) / f.name) for sub, pattern in (("tables", "*.csv"), ("metrics", "*.json"))
               for f in sorted((layout.dir / sub).glob(pattern))]
-    copies += [(f, dest / "figures" / f.parent.name / f.name) for f in sorted(layout.dir.glob("figures/*/*.png"))]
-    copies += [(layout.dir / name, dest / name) for name in ("report.html", "calibration.json")
+    copies += [(f, Path("figures") / f.parent.name / f.name) for f in sorted(layout.dir.glob("figures/*/*.png"))]
+    copies += [(layout.dir / name, Path(name)) for name in ("report.html", "calibration.json")
                if (layout.dir / name).is_file()]
-    written = []
-    for src, dst in copies:
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        written.append(Path(shutil.copyfile(src, dst)))
-    if len(claims) > 1:  # one row per claim and workload, this study's and its companions'
-        every_workload(claims).to_csv(dest / "tables" / "claims.csv", index=False)
-    table.to_csv(dest / "runs.csv", index=False)
-    (dest / "system.md").write_text(system_md(study, runs))
-    (dest / "README.md").write_text(published_readme(study, dest, table, *run_times(layout.runs)))
-    return written + [dest / "runs.csv", dest / "system.md", dest / "README.md"]
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))  # moved into dest only when complete
+    try:
+        for src, rel in copies:
+            (staging / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src, staging / rel)
+        table.to_csv(staging / "runs.csv", index=False)
+        (staging / "system.md").write_text(system_md(study, runs))
+        if (dest / "NOTES.md").is_file():
+            shutil.copyfile(dest / "NOTES.md", staging / "NOTES.md")  # read by the README; left as it is in dest
+        (staging / "README.md").write_text(published_readme(study, dest, table, *run_times(layout.runs), files=staging))
+        (staging / "NOTES.md").unlink(missing_ok=True)
+        written = [rel for _, rel in copies] + [Path("runs.csv"), Path("system.md"), Path("README.md")]
+        for rel in written:
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            os.replace(staging / rel, dest / rel)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return [dest / rel for rel in written]
 
 
 def main(study: Study, args) -> None:

@@ -112,8 +112,14 @@ class StudySpec:
     """Studies whose runs chose this study's hyperparameters: ``register`` refuses a study whose seeds overlap
     theirs (tuning uses seeds the test never uses)."""
     companions: list[str] = field(default_factory=list)
-    """Studies of the same claims on other workloads, published with this one (``publish``: their claims beside
-    this study's, one row per claim and workload)."""
+    """Studies of the same claims on other workloads, analysed before this one: its regimes notebook gathers their
+    ``claims.csv`` beside its own (one row per claim and workload), which ``publish`` copies with their runs in
+    ``runs.csv``."""
+    published: Literal["", "docs", "predict"] = ""
+    """Where its results are published (``python -m bench study publish --to docs/results/<name>``): empty, not
+    published; ``docs``, under docs/results/<name>/ for readers; ``predict``, there too and read by the performance
+    model (bench/predict/cells.py validates on its cells; dvc.yaml's predict stage depends on its published tables,
+    a declared input that no stage writes: tests/single/test_published.py ties the two)."""
 
 
 @dataclass
@@ -167,6 +173,13 @@ def studies_dir(params_file: Path | None = None) -> Path:
 def study_names(params_file: Path | None = None) -> list[str]:
     """Every study: the names of the files in :func:`studies_dir`."""
     return sorted(p.stem for p in studies_dir(params_file).glob("*.yaml"))
+
+
+def published_studies(reader: Literal["docs", "predict"] = "docs", params_file: Path | None = None) -> list[str]:
+    """The studies whose file says they are published (``published``): every one (``docs``), or those the
+    performance model reads (``predict``)."""
+    readers = ("docs", "predict") if reader == "docs" else (reader,)
+    return [n for n in study_names(params_file) if load_study(n, params_file).spec.published in readers]
 
 
 def load_study(name: str | None = None, params_file: Path | None = None) -> Study:
