@@ -5,18 +5,23 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.setup-stamp
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: setup test test-single test-parallel test-notebooks test-cluster cluster-setup repro bench-overhead bench-link lab clean
+.PHONY: setup test test-gpu test-single test-parallel test-notebooks test-cluster cluster-setup repro bench-overhead bench-link lab clean
 
 setup: $(STAMP)
 
-$(STAMP): scripts/setup.sh pyproject.toml
-	PYTHON=$(PYTHON) VENV=$(VENV) bash scripts/setup.sh
+# GPU=cu13 or GPU=cu12: a CUDA torch, the CUDA toolkit and NCCL, Horovod built with NCCL (scripts/setup-gpu.sh)
+$(STAMP): scripts/setup.sh scripts/setup-gpu.sh pyproject.toml
+	PYTHON=$(PYTHON) VENV=$(VENV) $(if $(GPU),GPU=$(GPU) bash scripts/setup-gpu.sh,bash scripts/setup.sh)
 	touch $@
 
 # tests/cluster needs root (network namespaces); it installs openssh-server on first use (scripts/setup-cluster.sh)
 # and is skipped, with the reason printed (-rs), where it cannot run
 test: setup
 	$(PY) -m pytest -q -rs -p no:cacheprovider tests
+
+# the tests that need a GPU (skipped, with the reason, where torch.cuda.is_available() is False)
+test-gpu: setup
+	$(PY) -m pytest -q -rs -p no:cacheprovider -m gpu tests
 
 test-single: setup
 	$(PY) -m pytest -q tests/single

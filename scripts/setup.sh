@@ -9,7 +9,8 @@
 #
 # Environment: PYTHON (default python3.11), VENV (default .venv), BENCH_CACHE
 # (default ${XDG_CACHE_HOME:-$HOME/.cache}/distbench), TORCH_SPEC (default torch==2.13.0),
-# HOROVOD_GPU_OPERATIONS (set to NCCL for a GPU build; see README).
+# HOROVOD_GPU_OPERATIONS (NCCL for a GPU build: scripts/setup-gpu.sh sets it, with the CUDA and NCCL homes),
+# TORCHVISION_SPEC (default torchvision==0.28.0, the release built for torch 2.13.0; see below).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -37,11 +38,23 @@ if ! "$PY" -c "import torch" 2>/dev/null; then
 fi
 TORCH_VERSION=$("$PY" -c "import torch; print(torch.__version__)")
 
+# torchvision (alexnet, googlenet, resnet18, resnet50), without its dependencies so that it never replaces torch.
+# Its wheel must be built for this torch's device: PyPI's is the CUDA one, which cannot load beside a CPU torch
+# (the CPU wheel, 0.28.0+cpu, is on https://download.pytorch.org/whl/cpu); one that does not import is removed again,
+# and the suite then names those models unavailable.
+if ! "$PY" -c "import torchvision" 2>/dev/null; then
+  "${PIP[@]}" install --no-deps "${TORCHVISION_SPEC:-torchvision==0.28.0}" || true
+  if ! err=$("$PY" -c "import torchvision" 2>&1); then
+    "${PIP[@]}" uninstall -y torchvision >/dev/null 2>&1 || true
+    say "torchvision left out: ${TORCHVISION_SPEC:-torchvision==0.28.0} does not import beside torch $TORCH_VERSION ($(tail -1 <<<"$err")); set TORCHVISION_SPEC to the build for this torch (e.g. 'torchvision==0.28.0+cpu --index-url https://download.pytorch.org/whl/cpu')"
+  fi
+fi
+
 # Build dependencies of Horovod's setup.py (no build isolation: isolation would pull a CUDA torch).
 "${PIP[@]}" install "cmake>=3.13,<5" packaging psutil pyyaml cloudpickle cffi wheel setuptools
 
 if ! "$PY" -c "import horovod.torch" 2>/dev/null; then
-  variant=${HOROVOD_GPU_OPERATIONS:-cpu}
+  variant=${HOROVOD_BUILD_VARIANT:-${HOROVOD_GPU_OPERATIONS:-cpu}}
   wheelhouse="$BENCH_CACHE/wheels/horovod-$HOROVOD_VERSION-torch$TORCH_VERSION-$variant"
   mkdir -p "$wheelhouse"
   if ! ls "$wheelhouse"/horovod-*.whl >/dev/null 2>&1; then
@@ -54,6 +67,8 @@ if ! "$PY" -c "import horovod.torch" 2>/dev/null; then
     # The C++17 fix (upstream on master, never released).
     sed -i 's/CMAKE_CXX_STANDARD 14/CMAKE_CXX_STANDARD 17/' "$tree/CMakeLists.txt" "$tree/horovod/torch/CMakeLists.txt"
     grep -q 'CMAKE_CXX_STANDARD 17' "$tree/horovod/torch/CMakeLists.txt"
+    # Its CUDA kernels ask for C++11, which CUDA 13's headers (CCCL) no longer accept.
+    sed -i 's/CMAKE_CUDA_STANDARD 11/CMAKE_CUDA_STANDARD 17/' "$tree/horovod/common/ops/cuda/CMakeLists.txt"
     env CMAKE_POLICY_VERSION_MINIMUM=3.5 \
         HOROVOD_WITH_PYTORCH=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_MPI=${HOROVOD_WITHOUT_MPI:-1} \
         HOROVOD_WITHOUT_TENSORFLOW=1 HOROVOD_WITHOUT_MXNET=1 HOROVOD_CPU_OPERATIONS=GLOO \
@@ -75,4 +90,7 @@ say "installing the suite (pip install -e .[dev])"
 check=$("$VENV/bin/horovodrun" --check-build)
 grep -q '\[X\] PyTorch' <<<"$check" && grep -q '\[X\] Gloo' <<<"$check" \
   || { echo "$check" >&2; echo "setup: horovodrun --check-build does not show PyTorch and Gloo" >&2; exit 1; }
-say "ready: torch $TORCH_VERSION, horovod $("$PY" -c 'import horovod; print(horovod.__version__)') (PyTorch + Gloo)"
+if [ "${HOROVOD_GPU_OPERATIONS:-}" = NCCL ]; then
+  grep -q '\[X\] NCCL' <<<"$check" || { echo "$check" >&2; echo "setup: horovodrun --check-build does not show NCCL" >&2; exit 1; }
+fi
+say "ready: torch $TORCH_VERSION, torchvision $("$PY" -c 'import torchvision; print(torchvision.__version__)' 2>/dev/null || echo none), horovod $("$PY" -c 'import horovod; print(horovod.__version__)') (PyTorch + Gloo${HOROVOD_GPU_OPERATIONS:+ + NCCL})"
