@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from bench.timing import device_sync
-from conftest import run_algorithm
+from support import run_algorithm
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not torch.cuda.is_available(),

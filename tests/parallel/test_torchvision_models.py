@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from bench.models import TORCHVISION_MODELS
-from conftest import run_algorithm
+from support import run_algorithm
 
 try:
     import torchvision  # noqa: F401

@@ -21,7 +21,7 @@ import pytest
 
 from bench.resolve import resolve
 from bench.results import JsonlWriter, write_json_atomic, write_summary
-from conftest import REPO
+from support import REPO
 
 CLAIMS = REPO / "docs" / "results" / "regimes" / "tables" / "claims.csv"
 SUMMARY = REPO / "docs" / "results" / "regimes" / "tables" / "speedup_summary.csv"

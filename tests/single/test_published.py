@@ -15,7 +15,7 @@ import yaml
 
 from bench.predict.cells import STUDIES
 from bench.study.spec import load_study, published_studies, study_names
-from conftest import REPO
+from support import REPO
 
 DOCS = REPO / "docs" / "results"
 
