@@ -21,9 +21,11 @@ from ..study.spec import published_studies
 from ..study.plan import grid_points
 
 RESULTS = REPO_ROOT / "docs" / "results"
-STUDIES = tuple(published_studies("predict"))
-"""The published studies whose cells the model predicts: those whose file says ``published: predict`` (all run on the
-same emulated cluster with the same workload)."""
+def predict_studies() -> tuple[str, ...]:
+    """The published studies whose cells the model predicts: those whose file says ``published: predict`` (all run on
+    the same emulated cluster with the same workload). Read when asked, not at import: every ``bench`` command imports
+    this module, and a study file that does not load must fail only the commands that read it."""
+    return tuple(published_studies("predict"))
 
 
 @dataclass
@@ -82,8 +84,8 @@ def study_cells(name: str, root: Path = RESULTS) -> list[Cell]:
     return cells
 
 
-def all_cells(studies=STUDIES, root: Path = RESULTS) -> list[Cell]:
-    return [c for s in studies for c in study_cells(s, root)]
+def all_cells(studies=None, root: Path = RESULTS) -> list[Cell]:
+    return [c for s in (predict_studies() if studies is None else studies) for c in study_cells(s, root)]
 
 
 def find(cells: list[Cell], study: str, algorithm: str, np: int, point: str) -> Cell:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bench.predict.cells import STUDIES
+from bench.predict.cells import predict_studies
 from bench.study.spec import load_study, published_studies, study_names
 from support import REPO
 
@@ -79,11 +79,12 @@ def test_the_predict_stage_depends_on_what_bench_predict_reads():
     """dvc.yaml's predict stage lists the published tables and study files of exactly the studies bench/predict reads
     (``published: predict``): a study that joins the model re-runs the stage."""
     deps = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]["predict"]["deps"]
-    assert set(STUDIES) == set(published_studies("predict")) and STUDIES
+    studies = predict_studies()
+    assert studies
     tables = {d.split("/")[2] for d in deps if d.startswith("docs/results/") and d.endswith("/tables")}
     files = {Path(d).stem for d in deps if d.startswith("pipelines/studies/")}
-    assert tables == set(STUDIES), f"dvc.yaml predict deps on docs/results/<study>/tables: {sorted(tables ^ set(STUDIES))}"
-    assert files == set(STUDIES), f"dvc.yaml predict deps on pipelines/studies/<study>.yaml: {sorted(files ^ set(STUDIES))}"
+    assert tables == set(studies), f"dvc.yaml predict deps on docs/results/<study>/tables: {sorted(tables ^ set(studies))}"
+    assert files == set(studies), f"dvc.yaml predict deps on pipelines/studies/<study>.yaml: {sorted(files ^ set(studies))}"
 
 
 def test_docs_results_in_git_stays_under_15_mb():
