@@ -221,8 +221,12 @@ def resolve(algorithm: str, *, np: int | None = None, profile: str | None = None
     keys = {"train": set(field_types(TrainConfig)), "launch": set(field_types(LaunchConfig)),
             "params": set(field_types(algo.Params))}
     overrides = dict(overrides or {})
-    if np is not None and "np" in overrides and overrides["np"] != np:  # one would be dropped without a word
-        raise BenchError(f"np given twice: --np {np} and --set np={overrides['np']!r}; give one of them")
+    np_set = overrides.get("np")
+    if np is not None and "np" in overrides and (type(np_set) is not int or np_set != np):
+        # one would be dropped without a word (True == 1 too: a bool is left to the typed reader, which refuses it)
+        if type(np_set) is int:
+            raise BenchError(f"np given twice: --np {np} and --set np={np_set!r}; give one of them")
+        np = None
     horovod_sets = {k[len(HOROVOD_SET_PREFIX):]: overrides.pop(k) for k in list(overrides) if k.startswith(HOROVOD_SET_PREFIX)}
     _route(algorithm, overrides, sections, keys)
     _horovod_settings(sections["launch"], horovod_sets)
