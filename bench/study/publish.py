@@ -175,10 +175,11 @@ def check_system(run: Run) -> None:
 
 def read_registration(study: Study, runs: list[Run]) -> dict | None:
     """The study's registration as :func:`bench.registration.load` gives it (with its ``sha256``), checked: the working
-    tree's file, or where that is missing or not the one the runs name, the version git has at a run's commit
-    (``git show <commit>:pipelines/registrations/<study>.json``) with the SHA-256 the run recorded, so that deleting or
-    editing the file does not make runs publishable that their registration refuses. BenchError naming the file where
-    it is unreadable, not an object, or named by the runs and found nowhere."""
+    tree's file where it exists (a new registration, ``register --force``, then refuses the runs made under the old
+    one: check_registered); where it is missing, the version git has at a run's commit (``git show
+    <commit>:pipelines/registrations/<study>.json``) with the SHA-256 the run recorded, so that deleting the file does
+    not make runs publishable that their registration refuses. BenchError naming the file where it is unreadable, not
+    an object, or named by the runs and found nowhere."""
     root = study.params_file.parent
     p = registration.path(study.name, root)
     named = {}
@@ -187,11 +188,8 @@ def read_registration(study: Study, runs: list[Run]) -> dict | None:
         if reg.get("sha256"):
             named.setdefault(str(reg["sha256"]), ((r.system.get("git") or {}).get("commit"), reg.get("file") or
                                                    str(p.relative_to(root))))
-    found = None
     if p.is_file():
-        found = {**_registration_object(p, read_json_object_checked(p)), "sha256": registration.sha256(p)}
-        if not named or found["sha256"] in named:
-            return found
+        return {**_registration_object(p, read_json_object_checked(p)), "sha256": registration.sha256(p)}
     for sha, (commit, file) in named.items():
         shown = subprocess.run(["git", "-C", str(root), "show", f"{commit}:{file}"], capture_output=True,
                                timeout=30) if commit else None
@@ -201,8 +199,6 @@ def read_registration(study: Study, runs: list[Run]) -> dict | None:
             except (UnicodeDecodeError, json.JSONDecodeError) as e:
                 raise BenchError(f"{commit[:12]}:{file}: not a registration ({e})") from None
             return {**_registration_object(Path(f"{commit[:12]}:{file}"), obj), "sha256": sha}
-    if found is not None:
-        return found  # the runs name another registration: check_registered says so
     if named:
         sha, (commit, file) = next(iter(named.items()))
         raise BenchError(f"{file}: the study's runs ran under registration {sha[:12]}, which neither the working tree "

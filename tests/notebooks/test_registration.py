@@ -43,7 +43,6 @@ def commit(repo, message):
 
 
 @pytest.mark.timeout(1200)
-@pytest.mark.xfail(strict=True, reason="REGRESSION found at the stop (merge of publish-copies, issue 49): publish no longer refuses a run from a dirty tree; the next session fixes it first")
 def test_register_commit_run_publish_and_refuse_dirty_or_foreign_runs(tmp_path):
     repo = copy_repository(tmp_path / "repo")
     (repo / "pipelines" / "studies" / "reg.yaml").write_text(STUDY)
