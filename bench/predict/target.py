@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from .. import BenchError
 from ..layout import run_name
 from .cells import RESULTS
 
@@ -23,8 +24,23 @@ MIN_RUNS = 2
 """Uncensored runs an (algorithm, n) needs for its relation to back a forecast."""
 
 
+COLUMNS = ("algorithm", "np", "point", "time_to_target_s", "throughput", "censored")
+
+
 def _runs(study: str) -> pd.DataFrame:
-    df = pd.read_csv(RESULTS / study / "tables" / "regimes.csv")
+    """A study's published per-run table: BenchError naming it where it is missing, unreadable or lacks a column the
+    relation reads."""
+    path = RESULTS / study / "tables" / "regimes.csv"
+    try:
+        df = pd.read_csv(path)
+    except FileNotFoundError:
+        raise BenchError(f"{path}: not found (the published runs the time-to-target relation reads; restore it: "
+                         f"git checkout -- {path.relative_to(RESULTS.parent.parent)})") from None
+    except (OSError, ValueError, UnicodeDecodeError) as e:
+        raise BenchError(f"{path}: not a table ({str(e).splitlines()[0] if str(e) else type(e).__name__})") from None
+    missing = [c for c in COLUMNS if c not in df.columns]
+    if missing:
+        raise BenchError(f"{path}: no column {', '.join(missing)} (the published runs the time-to-target relation reads)")
     df["point"] = df["point"].fillna("")
     df["samples_to_target"] = df["time_to_target_s"] * df["throughput"]
     return df

@@ -23,6 +23,7 @@ from support import REPO
 
 CALIBRATION = Path("docs/results/predict/calibration.json")
 SUMMARY = Path("docs/results/predict/tables/validation_summary.csv")
+RELATION = Path("docs/results/regimes-speedup/tables/regimes.csv")
 DGX1 = Path("pipelines/hardware/model/dgx1.yaml")
 
 
@@ -41,6 +42,8 @@ def repo_copy(t: Path) -> Path:
     shutil.copytree(REPO / "bench", r / "bench", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(REPO / "pipelines", r / "pipelines")
     shutil.copytree(REPO / "docs" / "results" / "predict", r / CALIBRATION.parent)
+    for study in ("regimes-speedup",):  # the time-to-target relation's published runs (bench.predict.target)
+        shutil.copytree(REPO / "docs" / "results" / study / "tables", r / "docs" / "results" / study / "tables")
     shutil.copy(REPO / "params.yaml", r / "params.yaml")
     return r
 
@@ -118,6 +121,9 @@ CASES = [
      "validation_summary.csv: "),
     ("files/validation summary without a column", damaged(SUMMARY, lambda s: s.replace("max_abs_error", "other"), *EMU),
      "validation_summary.csv: no column 'max_abs_error'"),
+    ("files/time-to-target runs deleted", damaged(RELATION, lambda s: "", *EMU), "regimes.csv: "),
+    ("files/time-to-target runs without a column", damaged(RELATION, lambda s: s.replace("censored", "other"), *EMU),
+     "regimes.csv: no column censored"),
     # predict: where it writes
     ("out/publish to an existing file", lambda t: (["bench", "predict", "--publish", str(a_file(t))], REPO),
      "is a file: give a folder"),
