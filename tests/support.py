@@ -13,14 +13,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from forked import run_module
+
 REPO = Path(__file__).resolve().parent.parent
 
 
 def bench_cli(*args: str, timeout: float = 600, env: dict | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    """Run ``python -m bench ARGS`` in a subprocess; returns the completed process (text output)."""
+    """Run ``python -m bench ARGS`` in a process of its own (forked from this one where it runs in the repository:
+    :mod:`forked`); returns the completed process (text output)."""
     full_env = dict(os.environ, PYTHONPATH=str(REPO), BENCH_PROGRESS="0", **(env or {}))
-    return subprocess.run([sys.executable, "-m", "bench", *args], capture_output=True, text=True, timeout=timeout,
-                          env=full_env, cwd=str(cwd or REPO))
+    return run_module("bench", list(args), cwd or REPO, full_env, timeout=timeout)
 
 
 def horovodrun(np: int, script: Path, *args: str, timeout: float = 600, env: dict | None = None) -> subprocess.CompletedProcess:

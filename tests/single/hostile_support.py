@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import uuid
 import shutil
 from pathlib import Path
 
 import psutil
 
+from forked import run_module
 from support import REPO
 
 RUN = ["run", "sync", "--np", "1", "--profile", "tiny", "--quiet"]
@@ -85,8 +84,8 @@ def check_refused(tmp_path: Path, make, fragment: str) -> None:
     """``make(tmp_path)``'s command ends with exit 2, one line holding ``fragment``, nothing written, nothing left."""
     args, env, *where = make(tmp_path)  # where: the folder to run in, if not the repository (a copy of it)
     before = {p.relative_to(tmp_path) for p in tmp_path.rglob("*")}
-    proc = subprocess.run([sys.executable, "-m", "bench", *args], cwd=where[0] if where else REPO, capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "PYTHONPATH": str(REPO), "BENCH_PROGRESS": "0", **env})
+    proc = run_module("bench", args, where[0] if where else REPO, {**os.environ, "PYTHONPATH": str(REPO),
+                                                                   "BENCH_PROGRESS": "0", **env})
     lines = proc.stderr.splitlines()
     assert proc.returncode == 2, f"exit {proc.returncode}: {proc.stderr[-2000:]}"
     assert len(lines) == 1 and lines[0].startswith("error: ") and len(lines[0]) < 1000, proc.stderr[-2000:]

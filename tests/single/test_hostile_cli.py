@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from forked import run_module
 from support import REPO
 
 CALIBRATION = Path("docs/results/predict/calibration.json")
@@ -156,9 +157,9 @@ CASES = [
 ]
 
 
-def run(module_args: list[str], repo: Path, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", *module_args], cwd=repo, capture_output=True, text=True, timeout=300,
-                          env=dict(os.environ, PYTHONPATH=str(repo), BENCH_PROGRESS="0"), **kw)
+def run(module_args: list[str], repo: Path) -> subprocess.CompletedProcess:
+    return run_module(module_args[0], module_args[1:], repo, dict(os.environ, PYTHONPATH=str(repo), BENCH_PROGRESS="0"),
+                      timeout=300)
 
 
 @pytest.mark.parametrize("case_id, make, fragment", CASES, ids=[c[0] for c in CASES])

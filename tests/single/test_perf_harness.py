@@ -4,18 +4,17 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
+import os
 
 import pytest
 
 from bench.perf.harness import VARIANTS
+from forked import run_module
 from support import REPO
 
 
 def perf(*args):
-    return subprocess.run([sys.executable, "-m", "bench.perf", "harness", *args], capture_output=True, text=True,
-                          cwd=str(REPO), timeout=600)
+    return run_module("bench.perf", ["harness", *args], REPO, dict(os.environ, PYTHONPATH=str(REPO)), timeout=600)
 
 
 def test_each_variant_is_measured_every_repeat_and_set_beside_the_plain_loop(tmp_path):
@@ -37,7 +36,7 @@ def test_each_variant_is_measured_every_repeat_and_set_beside_the_plain_loop(tmp
 
 
 @pytest.mark.parametrize("args, fragment", [
-    (["--repeats", "0"], "--repeats 0: expected a positive count"),
+    (["--repeats", "0"], "--repeats must be in [1, 10000] (repeats), got 0"),
     (["--set", "warmup_steps=0"], "warmup_steps 0: the timed window needs at least one warm-up step"),
     (["--set", "lr=fast"], "lr"),
     (["--profile", "nope"], "nope"),
