@@ -13,7 +13,6 @@ from .algorithms import get_algorithm, names
 from .cluster.cli import add_parser as add_cluster
 from .launch.command import horovodrun_command
 from .layout import default_run_dir
-from .metrics.temporal import temporal_efficiency_runs
 from .placement import processes
 from .predict.cli import add_parser as add_predict
 from .resolve import load_params, parse_set, resolve
@@ -78,6 +77,8 @@ def cmd_te(args) -> int:
         value = getattr(args, name)
         if value is not None and not (math.isfinite(value) and value > 0):
             raise BenchError(f"--{name} must be a positive number of seconds, got {value!r}")
+    from .metrics.temporal import temporal_efficiency_runs  # scipy.stats: 1-2 s, only this command needs it
+
     value = temporal_efficiency_runs(args.run_a, args.run_b, window=args.window, stride=args.stride)
     print(f"{value:.6f}")
     return 0

@@ -7,10 +7,8 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-import papermill
-
 from .. import BenchError
-from ..algorithms import get_algorithm
+from ..algorithms import KEYS, get_algorithm
 from ..launch.lock import RunLock, claim
 from ..layout import REPO_ROOT
 from ..results import ResultsError, read_json
@@ -45,7 +43,8 @@ def clear_stale(runs: Path, plan: Path, planned: list[str]) -> list[Path]:
 def run(study: Study, algorithm: str) -> list[tuple[str, str]]:
     """Launch every planned run of ``algorithm`` through notebooks/run.ipynb (one kernel, the runs one after the
     other, the planned config files launched unchanged); returns (run key, status) pairs."""
-    get_algorithm(algorithm)
+    if algorithm not in KEYS:
+        raise BenchError(f"unknown algorithm {algorithm!r}; valid: {', '.join(sorted(KEYS))}")
     layout = study.layout
     entries = read_plan(layout, algorithm)
     if entries is None:
@@ -59,9 +58,12 @@ def run(study: Study, algorithm: str) -> list[tuple[str, str]]:
         outs.append(str(layout.run_dir(algorithm, cfg.launch.hardware, cfg.launch.np, cfg.tag)))
         keys.append(f"{entry['name']}@{entry['hardware']}")
     layout.algorithm_runs(algorithm).mkdir(parents=True, exist_ok=True)
-    if not entries:
+    if not entries:  # before papermill (and torch) are imported: a stage of an algorithm not in the study is quick
         print(f"[study] {algorithm}: not in study {study.name!r}, nothing to run")
         return []
+    import papermill  # 3-8 s on 2 cores (nbformat's validator compiles jsonschema's format grammars)
+
+    get_algorithm(algorithm)
     print(f"[study] {study.name}: {algorithm}, {len(configs)} run(s): {', '.join(keys)}", flush=True)
     clear_stale(layout.algorithm_runs(algorithm), layout.algorithm_plan(algorithm), outs)
     layout.notebooks.mkdir(parents=True, exist_ok=True)
