@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.setup-stamp
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: setup test test-gpu test-single test-parallel test-notebooks test-cluster cluster-setup repro bench-overhead bench-link lab clean
+.PHONY: setup test test-serial test-gpu test-single test-parallel test-notebooks test-cluster cluster-setup repro bench-overhead bench-link lab clean
 
 setup: $(STAMP)
 
@@ -15,8 +15,12 @@ $(STAMP): scripts/setup.sh scripts/setup-gpu.sh pyproject.toml
 	touch $@
 
 # tests/cluster needs root (network namespaces); it installs openssh-server on first use (scripts/setup-cluster.sh)
-# and is skipped, with the reason printed (-rs), where it cannot run
+# and is skipped, with the reason printed (-rs), where it cannot run. Two pytest processes side by side
+# (scripts/test.sh: cluster + notebooks, parallel + single); test-serial runs them one after the other
 test: setup
+	PY=$(PY) bash scripts/test.sh
+
+test-serial: setup
 	$(PY) -m pytest -q -rs -p no:cacheprovider tests
 
 # the tests that need a GPU (skipped, with the reason, where torch.cuda.is_available() is False)
