@@ -217,6 +217,9 @@ class TrainConfig:
         for name, value in nonneg.items():
             if value < 0:
                 raise BenchError(f"{name} must be >= 0, got {value!r}")
+        if self.momentum >= 1:
+            raise BenchError(f"momentum must be in [0, 1) (heavy-ball SGD's velocity grows without bound at 1 and "
+                             f"above), got {short(self.momentum)}")
         if self.nesterov and self.momentum <= 0:
             raise BenchError(f"nesterov needs momentum > 0, got momentum={short(self.momentum)}")
         if self.threads > MAX_THREADS:

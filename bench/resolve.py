@@ -84,7 +84,7 @@ def load_params(path: Path | None = None) -> dict:
     """params.yaml (read strictly, :mod:`bench.yamlfile`); a key other than :data:`PARAMS_KEYS` is refused."""
     path = Path(path) if path else params_path()
     if not path.is_file():
-        raise BenchError(f"params file {str(path)!r} not found")
+        raise BenchError(f"params file {str(path)!r} " + ("is not a regular file" if path.exists() else "not found"))
     data = read_mapping(path)
     if "studies" in data:
         raise BenchError(f"{path} has a `studies:` section; a study is its own file now, "

@@ -182,7 +182,7 @@ def check_regular(path: str | Path, missing: str = "") -> None:
     nothing is there, with ``missing`` (nothing raised where ``missing`` is empty)."""
     try:
         mode = os.stat(path).st_mode
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # NotADirectoryError: a file where a folder is named (/dev/null/x)
         if missing:
             raise ResultsError(f"{path}: {missing}") from None
         return

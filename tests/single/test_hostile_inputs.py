@@ -159,6 +159,7 @@ CASES = [
     ("values/fusion threshold 2**64", run_with("--set", f"horovod.fusion_threshold_bytes={2 ** 64}"),
      "horovod.fusion_threshold_bytes must be in [0, 4294967296]"),
     ("values/weight decay 1e308", run_with("--set", "weight_decay=1e308"), "weight_decay must be in [0, 1]"),
+    ("values/momentum 1.5", run_with("--set", "momentum=1.5"), "momentum must be in [0, 1)"),
     ("values/LM classes below its vocabulary", lm_with("--set", "num_classes=10"),
      "num_classes 10: dataset 'pydoc_topics' has 256 classes"),
     ("values/LM width 2**40", lm_with("--set", f"width={2 ** 40}"), "transformer width must be in [1, 65536]"),

@@ -132,6 +132,7 @@ def registration_as(kind: str):
 
 CASES = [
     # te and every reader of a run: impossible records
+    ("te/a device file for a run", lambda t: (["te", "/dev/null", "/dev/null"], {}), "/dev/null/config.json: none here"),
     ("te/accuracy above 1", te(records(lambda r: r.update(accuracy=5.0))), "rank0.jsonl:1: record's 'accuracy' is 5.0, not a fraction in [0, 1]"),
     ("te/negative accuracy", te(records(lambda r: r.update(accuracy=-1))), "rank0.jsonl:1: record's 'accuracy' is -1"),
     ("te/negative samples", te(records(lambda r: r.update(samples=-16))), "rank0.jsonl:1: record's 'samples' is -16, not a count"),
