@@ -16,9 +16,10 @@ from .spec import Study
 USER_ERRORS = ("BenchError", "ResultsError")
 """Exceptions of the suite a notebook may raise on bad input (:class:`bench.BenchError` and its subclasses): one line,
 exit 2, like on the command line."""
-KERNEL_QUIET = ["--IPKernelApp.log_level=ERROR"]
-"""The kernel's own log lines (its warning that it listens on loopback TCP unencrypted) kept off the command's stderr,
-where a refusal is one line."""
+KERNEL_QUIET = ["--IPKernelApp.log_level=CRITICAL"]
+"""The kernel's own log lines kept off the command's stderr, where a refusal is one line: its warning that it listens on
+loopback TCP unencrypted, and the ERROR line "KeyboardInterrupt caught in kernel" that a loaded machine shows when
+papermill ends the kernel after a failed cell."""
 ANALYSES = ("speedup", "convergence", "temporal_efficiency", "hardware", "regimes", "report")
 """The analysis notebooks (``notebooks/<name>.ipynb``) a study's DVC stages execute, one stage each."""
 
