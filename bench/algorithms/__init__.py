@@ -26,10 +26,15 @@ def names() -> list[str]:
     return list(KEYS)
 
 
-def get_algorithm(name: str):
-    """The Algorithm class registered under ``name``; an unknown name lists the valid ones."""
+def check_name(name: str) -> None:
+    """BenchError listing the valid keys unless ``name`` is registered (without importing its module)."""
     if name not in KEYS:
         raise BenchError(f"unknown algorithm {name!r}; valid: {', '.join(sorted(KEYS))}")
+
+
+def get_algorithm(name: str):
+    """The Algorithm class registered under ``name``; an unknown name lists the valid ones."""
+    check_name(name)
     if name not in _CACHE:
         module = importlib.import_module(f"{__name__}.{name}")
         classes = [c for c in vars(module).values() if isinstance(c, type) and getattr(c, "name", None) == name]

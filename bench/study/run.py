@@ -8,7 +8,7 @@ import logging
 from pathlib import Path
 
 from .. import BenchError
-from ..algorithms import KEYS, get_algorithm
+from ..algorithms import check_name, get_algorithm
 from ..launch.lock import RunLock, claim
 from ..layout import REPO_ROOT
 from ..results import ResultsError, read_json
@@ -43,8 +43,7 @@ def clear_stale(runs: Path, plan: Path, planned: list[str]) -> list[Path]:
 def run(study: Study, algorithm: str) -> list[tuple[str, str]]:
     """Launch every planned run of ``algorithm`` through notebooks/run.ipynb (one kernel, the runs one after the
     other, the planned config files launched unchanged); returns (run key, status) pairs."""
-    if algorithm not in KEYS:
-        raise BenchError(f"unknown algorithm {algorithm!r}; valid: {', '.join(sorted(KEYS))}")
+    check_name(algorithm)  # the module (and torch) imported only where there are runs
     layout = study.layout
     entries = read_plan(layout, algorithm)
     if entries is None:
