@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from .. import BenchError
 from ..layout import REPO_ROOT, run_name
 from ..resolve import resolve
 from ..study import load_study
@@ -21,6 +22,21 @@ from ..study.spec import published_studies
 from ..study.plan import grid_points
 
 RESULTS = REPO_ROOT / "docs" / "results"
+
+
+def read_published(path: Path, columns, remedy: str) -> pd.DataFrame:
+    """A published table the model reads (under :data:`RESULTS`): BenchError naming the file where it is missing, not a
+    table, or lacks one of ``columns``, with ``remedy`` (how to get it back)."""
+    try:
+        df = pd.read_csv(path)
+    except FileNotFoundError:
+        raise BenchError(f"{path}: not found; {remedy}") from None
+    except (OSError, UnicodeDecodeError, ValueError) as e:  # pandas' ParserError and EmptyDataError are ValueErrors
+        raise BenchError(f"{path}: not a table ({str(e).splitlines()[0] if str(e) else type(e).__name__}); {remedy}") from None
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise BenchError(f"{path}: no column {missing[0]!r}; {remedy}")
+    return df
 def predict_studies() -> tuple[str, ...]:
     """The published studies whose cells the model predicts: those whose file says ``published: predict`` (all run on
     the same emulated cluster with the same workload). Read when asked, not at import: every ``bench`` command imports

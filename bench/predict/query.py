@@ -14,6 +14,7 @@ from ..layout import REPO_ROOT
 from ..resolve import hardware_profiles, load_hardware, resolve
 from ..typed import field_types
 from . import calibrate, hardware, target
+from .cells import read_published
 from .model import Model
 from .validate import delay_band
 
@@ -76,18 +77,17 @@ def valid_hardware() -> list[str]:
     return sorted(set(emulated) | set(hardware.described_ids()))
 
 
+ERROR_COLUMNS = ("median_abs_error", "max_abs_error", "cells")
+"""The validation errors a forecast quotes (per family, and per family and delay band)."""
+REPUBLISH = "run `python -m bench predict --publish` again"
+
+
 def family_errors() -> dict:
     path = REPO_ROOT / SUMMARY
     if not path.is_file():
         return {}
-    try:
-        df = pd.read_csv(path)
-    except (OSError, UnicodeDecodeError, ValueError) as e:  # pandas' ParserError and EmptyDataError are ValueErrors
-        raise BenchError(f"{path}: not a validation summary ({str(e).splitlines()[0] if str(e) else e!r})") from None
-    missing = [k for k in ("family", "median_abs_error", "max_abs_error", "cells") if k not in df.columns]
-    if missing:
-        raise BenchError(f"{path}: no column {missing[0]!r}; run `python -m bench predict --publish` again")
-    for k in ("median_abs_error", "max_abs_error", "cells"):
+    df = read_published(path, ("family", *ERROR_COLUMNS), REPUBLISH)
+    for k in ERROR_COLUMNS:
         if not pd.api.types.is_numeric_dtype(df[k]):
             raise BenchError(f"{path}: column {k!r} holds text, not numbers")
     return {r["family"]: r for _, r in df.iterrows()}
@@ -98,7 +98,8 @@ def nearest_errors() -> dict:
     path = REPO_ROOT / BY_BAND
     if not path.is_file():
         return {}
-    return {(r["family"], r["delay_band"]): r for _, r in pd.read_csv(path).iterrows()}
+    df = read_published(path, ("family", "delay_band", *ERROR_COLUMNS), REPUBLISH)
+    return {(r["family"], r["delay_band"]): r for _, r in df.iterrows()}
 
 
 def target_errors() -> float | None:
@@ -106,7 +107,7 @@ def target_errors() -> float | None:
     path = REPO_ROOT / "docs/results/predict/tables/validation_time_to_target.csv"
     if not path.is_file():
         return None
-    df = pd.read_csv(path)
+    df = read_published(path, ("error",), REPUBLISH)
     return float(df["error"].abs().median()) if len(df) else None
 
 

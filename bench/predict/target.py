@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .. import BenchError
 from ..layout import run_name
-from .cells import RESULTS
+from .cells import RESULTS, read_published
 
 CALIBRATION_STUDY = "regimes-speedup"
 """The named calibration cells of the relation: every (algorithm, n) of this study, both of its links."""
@@ -28,19 +27,10 @@ COLUMNS = ("algorithm", "np", "point", "time_to_target_s", "throughput", "censor
 
 
 def _runs(study: str) -> pd.DataFrame:
-    """A study's published per-run table: BenchError naming it where it is missing, unreadable or lacks a column the
-    relation reads."""
+    """A study's published per-run table (its :data:`COLUMNS` checked: :func:`.cells.read_published`)."""
     path = RESULTS / study / "tables" / "regimes.csv"
-    try:
-        df = pd.read_csv(path)
-    except FileNotFoundError:
-        raise BenchError(f"{path}: not found (the published runs the time-to-target relation reads; restore it: "
-                         f"git checkout -- {path.relative_to(RESULTS.parent.parent)})") from None
-    except (OSError, ValueError, UnicodeDecodeError) as e:
-        raise BenchError(f"{path}: not a table ({str(e).splitlines()[0] if str(e) else type(e).__name__})") from None
-    missing = [c for c in COLUMNS if c not in df.columns]
-    if missing:
-        raise BenchError(f"{path}: no column {', '.join(missing)} (the published runs the time-to-target relation reads)")
+    df = read_published(path, COLUMNS, f"the published runs the time-to-target relation reads; restore them: "
+                                       f"git checkout -- {path.relative_to(RESULTS.parent.parent)}")
     df["point"] = df["point"].fillna("")
     df["samples_to_target"] = df["time_to_target_s"] * df["throughput"]
     return df

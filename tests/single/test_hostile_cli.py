@@ -24,6 +24,8 @@ from support import REPO
 
 CALIBRATION = Path("docs/results/predict/calibration.json")
 SUMMARY = Path("docs/results/predict/tables/validation_summary.csv")
+BY_BAND = Path("docs/results/predict/tables/validation_by_band.csv")
+TTT_ERRORS = Path("docs/results/predict/tables/validation_time_to_target.csv")
 RELATION = Path("docs/results/regimes-speedup/tables/regimes.csv")
 DGX1 = Path("pipelines/hardware/model/dgx1.yaml")
 
@@ -122,9 +124,12 @@ CASES = [
      "validation_summary.csv: "),
     ("files/validation summary without a column", damaged(SUMMARY, lambda s: s.replace("max_abs_error", "other"), *EMU),
      "validation_summary.csv: no column 'max_abs_error'"),
+    ("files/errors by delay band without a column", damaged(BY_BAND, lambda s: s.replace("delay_band", "other"), *EMU),
+     "validation_by_band.csv: no column 'delay_band'"),
+    ("files/time-to-target errors garbled", damaged(TTT_ERRORS, lambda s: '"\n1,"2', *EMU), "validation_time_to_target.csv: "),
     ("files/time-to-target runs deleted", damaged(RELATION, lambda s: "", *EMU), "regimes.csv: "),
     ("files/time-to-target runs without a column", damaged(RELATION, lambda s: s.replace("censored", "other"), *EMU),
-     "regimes.csv: no column censored"),
+     "regimes.csv: no column 'censored'"),
     # predict: where it writes
     ("out/publish to an existing file", lambda t: (["bench", "predict", "--publish", str(a_file(t))], REPO),
      "is a file: give a folder"),
