@@ -1,4 +1,4 @@
-"""Command line: ``python -m bench {list,run,te,study,cluster,predict} ...``."""
+"""Command line: ``python -m bench {list,run,te,study,cluster,predict,probe,advise} ...``."""
 
 from __future__ import annotations
 
@@ -14,7 +14,9 @@ from .cluster.cli import add_parser as add_cluster
 from .launch.command import horovodrun_command
 from .layout import default_run_dir
 from .placement import processes
+from .advise.cli import add_parser as add_advise
 from .predict.cli import add_parser as add_predict
+from .probe.cli import add_parser as add_probe
 from .resolve import load_params, parse_set, resolve
 from .results import read_json
 from .study.cli import add_parser as add_study
@@ -125,6 +127,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_study(sub)
     add_cluster(sub)
     add_predict(sub)
+    add_probe(sub)
+    add_advise(sub)
     return ap
 
 

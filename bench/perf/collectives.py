@@ -104,9 +104,52 @@ def parse_args(argv):
 
 
 # -- one job's ranks -------------------------------------------------------------------------------------------------
-def _inner(args) -> int:
+def time_op(comm, p2p, op: str, buf, recv, iters: int) -> float:
+    """Seconds one ``op`` takes over the job's ranks: ``iters`` of them back to back after a barrier, the slowest
+    rank's elapsed time over iters (``sendrecv``: half a ping-pong between ranks 0 and 1). Every rank calls it."""
     import torch
     import torch.distributed as dist
+
+    rank = comm.rank
+    dist.barrier()  # comm: start every rank's timed operations together
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        if op == "allreduce_hvd":
+            comm.allreduce_(buf, name=f"coll.{buf.numel()}", average=False)  # comm: Horovod's allreduce over all ranks
+        elif op == "allreduce_gloo":
+            dist.all_reduce(buf)  # comm: gloo's ring allreduce alone (torch.distributed) over all ranks
+        elif op == "broadcast":
+            comm.broadcast_parameters({f"coll.{buf.numel()}": buf}, root=0)  # comm: Horovod's broadcast from rank 0
+        elif op == "allgather":
+            comm.allgather(buf)  # comm: Horovod's allgather of every rank's slice
+        elif rank == 0:
+            p2p.send(buf, 1)  # comm: ping to rank 1
+            p2p.recv(recv, 1)  # comm: pong from rank 1
+        elif rank == 1:
+            p2p.recv(recv, 0)  # comm: ping from rank 0
+            p2p.send(buf, 0)  # comm: pong back to rank 0
+    took = torch.tensor([(time.perf_counter() - t0) / iters], dtype=torch.float64)
+    dist.all_reduce(took, op=dist.ReduceOp.MAX)  # comm: the slowest rank's time
+    return float(took) / (2 if op == "sendrecv" else 1)
+
+
+def measure_cell(comm, p2p, op: str, size: int, repeats: int, budget_s: float) -> dict:
+    """One cell: a warm-up operation, then ``repeats`` measurements (fewer past ``budget_s``) of about
+    :data:`TARGET_S` each; the record rank 0 prints."""
+    import torch
+
+    numel = max(1, (size // comm.size if op == "allgather" else size) // 4)
+    buf, recv = torch.ones(numel), torch.empty(numel)
+    warm = time_op(comm, p2p, op, buf, recv, 1)
+    iters = max(1, min(50, round(TARGET_S / max(warm, 1e-6))))
+    repeats = max(1, min(repeats, int(budget_s / max(warm * iters, 1e-6))))
+    times = [time_op(comm, p2p, op, buf, recv, iters) for _ in range(repeats)]
+    return {"op": op, "bytes": size, "np": comm.size, "iters": iters, "times_s": times,
+            "median_s": statistics.median(times), "warmup_s": warm}
+
+
+def _inner(args) -> int:
+    import torch
 
     from ..comm import Comm
 
@@ -114,41 +157,11 @@ def _inner(args) -> int:
     comm = Comm(network_interface=os.environ.get("HOROVOD_GLOO_IFACE", ""), p2p_backend="gloo")
     comm.init_torch_distributed()
     p2p = comm.p2p()
-    rank, n = comm.rank, comm.size
-
-    def run(op: str, buf, recv, iters: int) -> float:
-        dist.barrier()  # comm: start every rank's timed operations together
-        t0 = time.perf_counter()
-        for _ in range(iters):
-            if op == "allreduce_hvd":
-                comm.allreduce_(buf, name=f"coll.{buf.numel()}", average=False)  # comm: Horovod's allreduce over all ranks
-            elif op == "allreduce_gloo":
-                dist.all_reduce(buf)  # comm: gloo's ring allreduce alone (torch.distributed) over all ranks
-            elif op == "broadcast":
-                comm.broadcast_parameters({f"coll.{buf.numel()}": buf}, root=0)  # comm: Horovod's broadcast from rank 0
-            elif op == "allgather":
-                comm.allgather(buf)  # comm: Horovod's allgather of every rank's slice
-            elif rank == 0:
-                p2p.send(buf, 1)  # comm: ping to rank 1
-                p2p.recv(recv, 1)  # comm: pong from rank 1
-            elif rank == 1:
-                p2p.recv(recv, 0)  # comm: ping from rank 0
-                p2p.send(buf, 0)  # comm: pong back to rank 0
-        took = torch.tensor([(time.perf_counter() - t0) / iters], dtype=torch.float64)
-        dist.all_reduce(took, op=dist.ReduceOp.MAX)  # comm: the slowest rank's time
-        return float(took) / (2 if op == "sendrecv" else 1)
-
     for size in args.sizes:
         for op in args.ops:
-            numel = max(1, (size // n if op == "allgather" else size) // 4)
-            buf, recv = torch.ones(numel), torch.empty(numel)
-            warm = run(op, buf, recv, 1)
-            iters = max(1, min(50, round(TARGET_S / max(warm, 1e-6))))
-            repeats = max(1, min(args.repeats, int(args.budget_s / max(warm * iters, 1e-6))))
-            times = [run(op, buf, recv, iters) for _ in range(repeats)]
-            if rank == 0:
-                print("PROBE " + json.dumps({"op": op, "bytes": size, "np": n, "iters": iters, "times_s": times,
-                                             "median_s": statistics.median(times), "warmup_s": warm}), flush=True)
+            rec = measure_cell(comm, p2p, op, size, args.repeats, args.budget_s)
+            if comm.rank == 0:
+                print("PROBE " + json.dumps(rec), flush=True)
     comm.shutdown()
     return 0
 

@@ -88,6 +88,14 @@ class Hardware:
     profile: str
     """The training profile a prediction uses when none is given: one whose workload has a compute time here."""
     sources: dict
+    probed: dict | None = None
+    """A file ``bench probe`` wrote for an emulated cluster: the launch settings it measured (``link``, ``link_delay``,
+    ``cpu_per_host``, and ``emulated_cpu`` for a straggler's host), which a forecast takes in place of the profile's, and the workload's step (``compute_s``),
+    which takes the calibration's place (:func:`probed_calibration`)."""
+
+
+PROBED_SETTINGS = ("link", "link_delay", "cpu_per_host")
+"""The launch settings a probed description gives a forecast (the user's ``--set`` still wins)."""
 
 
 def load_yaml(path: Path) -> dict:
@@ -134,9 +142,19 @@ def described_ids() -> list[str]:
     return sorted(p.stem for p in MODEL_DIR.glob("*.yaml") if p.name != WORKLOADS.name)
 
 
+def model_path(hw_id: str) -> Path:
+    """The description of ``hw_id``: ``pipelines/hardware/model/<hw_id>.yaml``, or ``hw_id`` itself where it names a
+    ``.yaml`` file (one ``bench probe --out`` wrote elsewhere)."""
+    return Path(hw_id) if hw_id.endswith(".yaml") else MODEL_DIR / f"{hw_id}.yaml"
+
+
+def is_described(hw_id: str) -> bool:
+    return hw_id in described_ids() or (hw_id.endswith(".yaml") and Path(hw_id).is_file())
+
+
 def described(hw_id: str) -> Hardware:
-    """A hardware described in ``pipelines/hardware/model/<hw_id>.yaml``."""
-    path = MODEL_DIR / f"{hw_id}.yaml"
+    """A hardware described in ``pipelines/hardware/model/<hw_id>.yaml`` (or the file ``hw_id``)."""
+    path = model_path(hw_id)
     d = load_yaml(path)
     levels = []
     if not isinstance(d.get("levels") or [], list):
@@ -164,11 +182,27 @@ def described(hw_id: str) -> Hardware:
         for name in ("step_s", "samples_per_s"):
             if name in entry:
                 _positive(path, f"compute.{key}.{name}", entry[name])
+    probed = d.get("probed")
+    if probed is not None:
+        if not isinstance(probed, dict) or not {*PROBED_SETTINGS, "compute_s"} <= set(probed):
+            raise BenchError(f"{path}: probed must map {', '.join(PROBED_SETTINGS)} and compute_s (bench probe writes "
+                             f"them); run `python -m bench probe` again")
+        _positive(path, "probed.compute_s", probed["compute_s"])
+        _positive(path, "probed.cpu_per_host", probed["cpu_per_host"])
     return Hardware(hw_id, str(d.get("description", "")), False, tuple(levels), host_cores,
                     _positive(path, "op_overhead_s", d.get("op_overhead_s", 0.0), zero=True),
                     _positive(path, "ps_kappa", d.get("ps_kappa", 0.0), zero=True), dict(compute),
                     dict(d.get("anchors") or {}), str(d.get("launch_profile", "")), str(d.get("profile", "")),
-                    {k: v for k, v in d.items() if k.endswith("_source")})
+                    {k: v for k, v in d.items() if k.endswith("_source")}, dict(probed) if probed else None)
+
+
+def probed_calibration(calibration: dict, hw: Hardware) -> dict:
+    """The calibration a forecast on a probed emulated cluster uses: the probe's step in place of the calibration's
+    compute (the other constants, the transport's included, stay the calibration's)."""
+    if not hw.probed:
+        return calibration
+    return {**calibration, "c_full_s": float(hw.probed["compute_s"]),
+            "compute_source": str(hw.probed.get("compute_source", "bench probe"))}
 
 
 def emulated(cfg, calibration: dict) -> Hardware:
@@ -229,7 +263,7 @@ def for_config(cfg, calibration: dict | None = None, hw_id: str | None = None) -
         hw = emulated(cfg, calibration)
     else:
         name = hw_id or cfg.launch.hardware
-        if not (MODEL_DIR / f"{name}.yaml").is_file():
+        if not model_path(name).is_file():
             raise BenchError(f"hardware {name!r} has no model description (pipelines/hardware/model/{name}.yaml); "
                              f"described: {', '.join(described_ids())}; or an emulated profile (emu, emu-*)")
         hw = described(name)

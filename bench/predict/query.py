@@ -38,9 +38,13 @@ def resolve_run(algorithm: str, np: int, hw_id: str, profile: str | None, overri
     described = hardware.described_ids()
     if hw_id in launch_ids and load_hardware(hw_id).get("emulated_hosts"):
         launch_id, default = hw_id, hardware.load_calibration().get("profile")
-    elif hw_id in described:
+    elif hw_id in described or hardware.is_described(hw_id):
         hw = hardware.described(hw_id)
         launch_id, default = (hw.launch_profile or None), (hw.profile or None)
+        if hw.probed:  # what the probe measured stands in for the profile's settings; --set still wins
+            overrides = {**{k: hw.probed[k] for k in hardware.PROBED_SETTINGS},
+                         **({"emulated_cpu": hw.probed["emulated_cpu"]} if hw.probed.get("emulated_cpu") else {}),
+                         **overrides}
     elif hw_id in launch_ids:
         raise BenchError(f"hardware {hw_id!r} has no model description (pipelines/hardware/model/{hw_id}.yaml); "
                          f"valid: {', '.join(valid_hardware())}")
@@ -126,6 +130,8 @@ def predict_many(algorithms: list[str], nps: list[int], hw_id: str, profile: str
             cfg, hw_id = resolve_run(algorithm, n, hw_id, profile, overrides)
             if calibration is None and cfg.launch.emulated_hosts:
                 calibration = hardware.load_calibration()
+                if hardware.is_described(hw_id):  # a probed emulated cluster: its own step in place of the calibration's
+                    calibration = hardware.probed_calibration(calibration, hardware.described(hw_id))
             hw, wl = hardware.for_config(cfg, calibration, hw_id)
             if calibration is None and any(e.get("calibration") for e in hw.compute.values()):
                 calibration = hardware.load_calibration()
@@ -143,6 +149,9 @@ def predict_many(algorithms: list[str], nps: list[int], hw_id: str, profile: str
                 made = used.get("made") or {}
                 p["calibration"] = (f"{made.get('machine', '?')}, {made.get('date', '?')}, "
                                     f"{str(made.get('commit', '?'))[:12]}")
+                if hardware.is_described(hw_id):
+                    probe = (hardware.described(hw_id).probed or {}).get("link_source", "")
+                    p["calibration"] += f"; link, delay, CPU share and step {probe.split(':', 1)[0]}"
                 p["calibration_note"] = staleness
             else:
                 p["calibration"], p["calibration_note"] = "the hardware's description (its sources)", ""

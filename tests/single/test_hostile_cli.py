@@ -34,6 +34,10 @@ def predict(*args: str):
     return lambda t: (["bench", "predict", *args], REPO)
 
 
+def cmd(*args: str):
+    return lambda t: (["bench", *args], REPO)
+
+
 def perf(*args: str):
     return lambda t: (["bench.perf", *args], REPO)
 
@@ -156,6 +160,28 @@ CASES = [
     ("perf/timeline not JSON", timeline("not json at all"), "not a Horovod timeline"),
     ("perf/pipeline results missing", perf("pipeline", "--results", "/nonexistent/results"), "is not a folder"),
     ("perf/unknown benchmark", perf("nosuch"), "unknown benchmark 'nosuch'"),
+    # probe and advise (issue 46): refused before a cluster is touched or a forecast runs
+    ("probe/unknown hardware", cmd("probe", "--hardware", "nosuch"), "unknown hardware 'nosuch'; valid: "),
+    ("probe/np 1", cmd("probe", "--hardware", "emu", "--np", "1"), "--np must be in [2, 64]"),
+    ("probe/steps 0", cmd("probe", "--hardware", "emu", "--steps", "0"), "--steps must be in [5, 10000]"),
+    ("probe/stream-s nan", cmd("probe", "--hardware", "emu", "--stream-s", "nan"), "--stream-s must be in [0.2, 60]"),
+    ("probe/negative delay", cmd("probe", "--hardware", "emu", "--set", "link_delay=-5ms"), "bad link_delay '-5ms'"),
+    ("probe/unknown profile", cmd("probe", "--hardware", "emu", "--profile", "nosuch"), "unknown profile 'nosuch'"),
+    ("probe/out under /proc", cmd("probe", "--hardware", "emu", "--out", "/proc/x.yaml"), "is under /proc"),
+    ("advise/unknown hardware", cmd("advise", "--hardware", "nosuch"), "unknown hardware 'nosuch'; valid: "),
+    ("advise/np 0", cmd("advise", "--hardware", "emu", "--np", "0"), "--np must be in [1, 1024]"),
+    ("advise/confirm -1", cmd("advise", "--hardware", "emu", "--confirm", "-1"), "--confirm must be in [0, 21]"),
+    ("advise/confirm past the algorithms", cmd("advise", "--hardware", "emu", "--algorithms", "sync,sgp", "--confirm",
+                                               "3"), "--confirm must be in [0, 2]"),
+    ("advise/repeats 1", cmd("advise", "--hardware", "emu", "--confirm", "1", "--repeats", "1"), "--repeats must be in [2, 20]"),
+    ("advise/target of no relation", cmd("advise", "--hardware", "emu", "--target", "0.9"),
+     "measured at accuracy 0.85 only"),
+    ("advise/unknown algorithm", cmd("advise", "--hardware", "emu", "--algorithms", "sync,nosuch"), "nosuch"),
+    ("advise/map-np abc", cmd("advise", "--hardware", "emu", "--map-np", "abc"), "--map-np must be worker counts"),
+    ("advise/profile without a workload", cmd("advise", "--hardware", "dgx1", "--profile", "regimes", "--algorithms",
+                                              "sync,sgp"), "has no compute time for lenet@32"),
+    ("advise/out is a file", lambda t: (["bench", "advise", "--hardware", "emu", "--out", str(a_file(t))], REPO),
+     "is a file: give a folder"),
     # the guard: usage errors of every entry point in one line
     ("cli/perf usage error", perf("overhead", "--np", "abc"), "argument --np: invalid int value: 'abc'"),
     ("cli/cluster usage error", lambda t: (["bench.cluster", "explode"], REPO), "invalid choice: 'explode'"),
