@@ -59,13 +59,16 @@ def figure(table: pd.DataFrame, title: str):
     delays = list(dict.fromkeys(table["delay"]))
     names = sorted(set(table["winner"].dropna()))
     code = {a: i for i, a in enumerate(names)}
+    label = table.assign(label=[w if b == "time to target" else f"{w}*" for w, b in zip(table["winner"], table["basis"])])
     grid = table.pivot(index="np", columns="delay", values="winner")[delays]
+    labels = label.pivot(index="np", columns="delay", values="label")[delays]
     fig, ax = plt.subplots(figsize=(1.6 + 1.4 * len(delays), 1.2 + 0.7 * len(grid)))
-    sns.heatmap(grid.apply(lambda c: c.map(code)).astype(float), annot=grid.values, fmt="", cbar=False,
+    sns.heatmap(grid.apply(lambda c: c.map(code)).astype(float), annot=labels.values, fmt="", cbar=False,
                 cmap=sns.color_palette("Set2", len(names)), ax=ax, linewidths=0.5)
     ax.set_xlabel("one-way link delay" if delays != [""] else "")
     ax.set_ylabel("workers n")
-    ax.set_title(title)
+    ax.set_title(title + ("\n* throughput only (no measured relation at this n)" if labels.stack().str.endswith("*").any()
+                          else ""))
     return fig
 
 
