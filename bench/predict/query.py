@@ -163,7 +163,10 @@ def predict_many(algorithms: list[str], nps: list[int], hw_id: str, profile: str
                       "family_cells": None if e is None else int(e["cells"])})
             band = delay_band(1e3 * parse_delay(cfg.launch.link_delay or "")) if hw.emulated else None
             e = near.get((fam, band))
-            ttt = target.time_to_target(algorithm, n, p["throughput"], rel) if hw.emulated else None
+            # the relation is of the workload (samples to the target): any hardware running that workload, the
+            # emulated cluster's or a probed machine's
+            ttt = target.time_to_target(algorithm, n, p["throughput"], rel) \
+                if hw.emulated or cfg.profile == target.relation_profile() else None
             p.update({"time_to_target_s": ttt, "time_to_target_note": "throughput only: no measured relation"
                       if ttt is None else f"samples to target of {rel[algorithm, n]['source']} / throughput",
                       "time_to_target_median_abs_error": ttt_err if ttt is not None else None})

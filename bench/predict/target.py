@@ -47,6 +47,13 @@ def relation(study: str = CALIBRATION_STUDY) -> dict[tuple[str, int], dict]:
     return out
 
 
+def relation_profile(study: str = CALIBRATION_STUDY) -> str:
+    """The training profile (workload) the relation is measured on."""
+    from ..study import load_study
+
+    return load_study(study).profile
+
+
 def time_to_target(algorithm: str, n: int, throughput: float, rel: dict | None = None) -> float | None:
     """Seconds to the target at ``throughput`` samples a second; None where no measured relation backs it."""
     r = (rel if rel is not None else relation()).get((algorithm, n))

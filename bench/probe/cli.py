@@ -118,13 +118,13 @@ def cmd_probe(args) -> int:
     if not 0.2 <= args.stream_s <= 60:
         raise BenchError(f"--stream-s must be in [0.2, 60] seconds, got {short(args.stream_s)}")
     from ..predict import calibrate, hardware as hw_mod
-    from ..resolve import hardware_profiles, load_hardware
+    from ..resolve import hardware_profiles
 
     if args.hardware not in hardware_profiles():
         raise BenchError(f"unknown hardware {short(args.hardware)}; valid: {', '.join(hardware_profiles())}")
     calibration = hw_mod.load_calibration()
-    # the workload timed: the one the model is calibrated on for an emulated cluster (its forecasts need that one)
-    profile = args.profile or (calibration.get("profile") if load_hardware(args.hardware).get("emulated_hosts") else None)
+    # the workload timed: the one the model is calibrated on (its forecasts know that one's parameters and relation)
+    profile = args.profile or calibration.get("profile")
     cfg = resolve("sync", np=args.np, profile=profile, hardware=args.hardware, overrides=parse_set(args.set or []))
     hardware = cfg.launch.hardware
     out = _output(args.out or default_out(hardware), "--out", folder=False)
@@ -199,7 +199,7 @@ def add_parser(sub) -> None:
     p = sub.add_parser("probe", help="measure a cluster's hosts and links; write a hardware description for predict")
     p.add_argument("--hardware", required=True, help="a launch profile (emu, emu-*, a hostfile or Slurm profile)")
     p.add_argument("--np", type=int, help="hosts to probe (one rank a host; default: the profile's np)")
-    p.add_argument("--profile", help="training profile whose workload's step is timed (default: params.yaml's)")
+    p.add_argument("--profile", help="training profile whose workload's step is timed (default: the calibrated one, regimes)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="a launch or training setting, as bench run")
     p.add_argument("--out", help="the hardware file to write (default pipelines/hardware/model/<H>-probed.yaml)")
     p.add_argument("--steps", type=int, default=60, help="workload steps timed on each host (default 60)")
