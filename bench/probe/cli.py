@@ -52,28 +52,35 @@ def check_answer(hosts: list[tuple[str, int]], wait_s: float = ANSWER_S) -> None
         raise BenchError(f"hosts that do not answer on ssh within {wait_s:g} s: {', '.join(silent)}")
 
 
-def run_job(cmd: list[str], env: dict, timeout: float = JOB_TIMEOUT_S) -> list[dict]:
+def run_job(cmd: list[str], env: dict, config: Path, timeout: float = JOB_TIMEOUT_S) -> list[dict]:
     """The job, its PROGRESS lines shown as they come; the PROBE records (RuntimeError with the output's tail when
-    horovodrun fails or passes ``timeout``)."""
+    horovodrun fails or passes ``timeout``). SIGTERM, SIGHUP and SIGINT end it as they end a run: horovodrun, every
+    process below it and the ranks ssh started on this machine (those naming ``config``) terminated, then killed."""
+    from ..launch.terminate import Terminated, kill_job, signals_end_the_job
+
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
                             cwd=str(REPO_ROOT), start_new_session=True)
     records, tail, started = [], [], time.monotonic()
     try:
-        for line in proc.stdout:
-            tail = (tail + [line])[-60:]
-            if describe_mark(line):
-                records.append(json.loads(line.split(MARK, 1)[1]))
-            elif "PROGRESS " in line:
-                print(f"[probe {time.monotonic() - started:5.1f} s] {line.split('PROGRESS ', 1)[1].rstrip()}",
-                      file=sys.stderr, flush=True)
-            if time.monotonic() - started > timeout:
-                raise subprocess.TimeoutExpired(cmd, timeout)
-        rc = proc.wait(timeout=max(1.0, timeout - (time.monotonic() - started)))
+        with signals_end_the_job():
+            for line in proc.stdout:
+                tail = (tail + [line])[-60:]
+                if MARK + "{" in line:
+                    records.append(json.loads(line.split(MARK, 1)[1]))
+                elif "PROGRESS " in line:
+                    print(f"[probe {time.monotonic() - started:5.1f} s] {line.split('PROGRESS ', 1)[1].rstrip()}",
+                          file=sys.stderr, flush=True)
+                if time.monotonic() - started > timeout:
+                    raise subprocess.TimeoutExpired(cmd, timeout)
+            rc = proc.wait(timeout=max(1.0, timeout - (time.monotonic() - started)))
     except subprocess.TimeoutExpired:
-        _kill(proc)
+        kill_job(proc, config)
         raise RuntimeError(f"the probe job passed {timeout:g} s; its last lines:\n{''.join(tail)}") from None
+    except Terminated as e:
+        kill_job(proc, config)
+        raise RuntimeError(f"the probe received {e}: its job was ended") from None
     except BaseException:
-        _kill(proc)
+        kill_job(proc, config)
         raise
     if rc != 0:
         raise RuntimeError(f"the probe job failed (horovodrun rc {rc}); its last lines:\n{''.join(tail)}")
@@ -81,24 +88,6 @@ def run_job(cmd: list[str], env: dict, timeout: float = JOB_TIMEOUT_S) -> list[d
 
 
 MARK = "PROBE "
-
-
-def describe_mark(line: str) -> bool:
-    return MARK + "{" in line
-
-
-def _kill(proc) -> None:
-    import signal
-
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=10)
-    except (ProcessLookupError, subprocess.TimeoutExpired):
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.wait()
 
 
 def default_out(hardware: str) -> str:
@@ -149,8 +138,12 @@ def cmd_probe(args) -> int:
         print(f"probe: {cfg.launch.np} hosts of {hardware} ({cfg.train.model}@{cfg.train.batch_size}); about a minute",
               file=sys.stderr, flush=True)
         started = time.monotonic()
-        records = run_job(_with_start_timeout(cmd), env)
-    m = describe.reduce(records, made, cfg.launch.np, calibration["wire_efficiency"])
+        try:
+            records = run_job(_with_start_timeout(cmd), env, config)
+            m = describe.reduce(records, made, cfg.launch.np, calibration["wire_efficiency"])
+        except RuntimeError as e:  # the job failed, timed out or was ended: said, nothing written, exit 1
+            print(f"error: {e}; nothing written", file=sys.stderr, flush=True)
+            return 1
     m = describe.with_model(m, calibration.get("transport"))
     d = describe.description(m, hardware, hardware, profile or cfg.profile, bool(cfg.launch.emulated_hosts),
                              parse_set(args.set or []))
