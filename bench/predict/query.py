@@ -124,14 +124,16 @@ def predict_many(algorithms: list[str], nps: list[int], hw_id: str, profile: str
     rel = target.relation()
     staleness = ""
     ttt_err = target_errors()
+    described = hardware.described(hw_id) if hardware.is_described(hw_id) else None
+    probe_note = (described.probed or {}).get("link_source", "").split(":", 1)[0] if described else ""
     for algorithm in algorithms:
         get_algorithm(algorithm)
         for n in nps:
             cfg, hw_id = resolve_run(algorithm, n, hw_id, profile, overrides)
             if calibration is None and cfg.launch.emulated_hosts:
                 calibration = hardware.load_calibration()
-                if hardware.is_described(hw_id):  # a probed emulated cluster: its own step in place of the calibration's
-                    calibration = hardware.probed_calibration(calibration, hardware.described(hw_id))
+                if described is not None:  # a probed emulated cluster: its own step in place of the calibration's
+                    calibration = hardware.probed_calibration(calibration, described)
             hw, wl = hardware.for_config(cfg, calibration, hw_id)
             if calibration is None and any(e.get("calibration") for e in hw.compute.values()):
                 calibration = hardware.load_calibration()
@@ -149,9 +151,8 @@ def predict_many(algorithms: list[str], nps: list[int], hw_id: str, profile: str
                 made = used.get("made") or {}
                 p["calibration"] = (f"{made.get('machine', '?')}, {made.get('date', '?')}, "
                                     f"{str(made.get('commit', '?'))[:12]}")
-                if hardware.is_described(hw_id):
-                    probe = (hardware.described(hw_id).probed or {}).get("link_source", "")
-                    p["calibration"] += f"; link, delay, CPU share and step {probe.split(':', 1)[0]}"
+                if probe_note:
+                    p["calibration"] += f"; link, delay, CPU share and step {probe_note}"
                 p["calibration_note"] = staleness
             else:
                 p["calibration"], p["calibration_note"] = "the hardware's description (its sources)", ""

@@ -56,6 +56,7 @@ def run_job(cmd: list[str], env: dict, config: Path, timeout: float = JOB_TIMEOU
     """The job, its PROGRESS lines shown as they come; the PROBE records (RuntimeError with the output's tail when
     horovodrun fails or passes ``timeout``). SIGTERM, SIGHUP and SIGINT end it as they end a run: horovodrun, every
     process below it and the ranks ssh started on this machine (those naming ``config``) terminated, then killed."""
+    from ..cluster.probe import MARK
     from ..launch.terminate import Terminated, kill_job, signals_end_the_job
 
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
@@ -87,9 +88,6 @@ def run_job(cmd: list[str], env: dict, config: Path, timeout: float = JOB_TIMEOU
     return records
 
 
-MARK = "PROBE "
-
-
 def default_out(hardware: str) -> str:
     return f"pipelines/hardware/model/{hardware}-probed.yaml"
 
@@ -114,7 +112,8 @@ def cmd_probe(args) -> int:
     calibration = hw_mod.load_calibration()
     # the workload timed: the one the model is calibrated on (its forecasts know that one's parameters and relation)
     profile = args.profile or calibration.get("profile")
-    cfg = resolve("sync", np=args.np, profile=profile, hardware=args.hardware, overrides=parse_set(args.set or []))
+    sets = parse_set(args.set or [])
+    cfg = resolve("sync", np=args.np, profile=profile, hardware=args.hardware, overrides=sets)
     hardware = cfg.launch.hardware
     out = _output(args.out or default_out(hardware), "--out", folder=False)
     out = out if out.is_absolute() else Path.cwd() / out
@@ -145,9 +144,7 @@ def cmd_probe(args) -> int:
             print(f"error: {e}; nothing written", file=sys.stderr, flush=True)
             return 1
     m = describe.with_model(m, calibration.get("transport"))
-    d = describe.description(m, hardware, hardware, profile or cfg.profile, bool(cfg.launch.emulated_hosts),
-                             parse_set(args.set or []))
-    out.parent.mkdir(parents=True, exist_ok=True)
+    d = describe.description(m, hardware, hardware, cfg.profile, bool(cfg.launch.emulated_hosts), sets)
     _write_yaml(out, d, f"# written by `python -m bench probe --hardware {hardware} --np {cfg.launch.np}` in "
                         f"{time.monotonic() - started:.0f} s")
     print(summary(m, out), flush=True)
@@ -171,9 +168,9 @@ def _sizes(cfg) -> list[int]:
 def _write_yaml(path: Path, d: dict, header: str) -> None:
     import yaml
 
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(header + "\n" + yaml.safe_dump(d, sort_keys=False, width=120))
-    tmp.replace(path)
+    from ..results import write_text_atomic
+
+    write_text_atomic(path, header + "\n" + yaml.safe_dump(d, sort_keys=False, width=120))
 
 
 def summary(m: dict, out: Path) -> str:

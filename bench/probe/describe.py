@@ -37,24 +37,37 @@ def _median(xs):
 
 
 def reduce(records: list[dict], made: dict, np: int, wire_efficiency: float) -> dict:
-    """The measured quantities (one number each, with the per-host and per-pair lists they come from)."""
+    """The job's records, kept as the file's ``measured`` lists (their series counted, not kept), then
+    :func:`summarise`d."""
     hosts = sorted((r for r in records if r.get("kind") == "host"), key=lambda r: r["rank"])
     pairs = [r for r in records if r.get("kind") == "pair"]
     colls = [r for r in records if r.get("kind") == "collective"]
     if len(hosts) != np or len(pairs) != np * (np - 1) // 2:
         raise RuntimeError(f"the probe job reported {len(hosts)} of {np} hosts and {len(pairs)} of "
                            f"{np * (np - 1) // 2} pairs")
+    return summarise(
+        [{k: h[k] for k in ("rank", "address", "hostname", "cpu_share", "step_cpu_s_median", "step_s_median",
+                            "step_s_mean")} | {"steps": len(h["step_s"])} for h in hosts],
+        [{k: p[k] for k in ("src", "dst", "rtt_s_median", "goodput_bps", "counted_s", "sender_cpu_s_per_s")}
+         | {"pings": len(p["rtts_s"])} for p in pairs],
+        [{k: c[k] for k in ("op", "bytes", "np", "median_s", "iters")} | {"repeats": len(c["times_s"])}
+         for c in colls],
+        made, np, hosts[0]["workload"], hosts[0]["model_bytes"], wire_efficiency)
+
+
+def summarise(hosts: list[dict], pairs: list[dict], colls: list[dict], made: dict, np: int, workload: str,
+              model_bytes: int, wire_efficiency: float) -> dict:
+    """The measured quantities (one number each) from the per-host and per-pair lists a file keeps under
+    ``measured`` (so that a file is reduced again by the current rules: :mod:`.validate`'s ``report``)."""
     share = {h["rank"]: h["cpu_share"] for h in hosts}
-    for p in pairs:
-        p["cpu_bound"] = bool(p["sender_cpu_s_per_s"] >= CPU_BOUND * share[p["src"]])
+    pairs = [p | {"cpu_bound": bool(p["sender_cpu_s_per_s"] >= CPU_BOUND * share[p["src"]])} for p in pairs]
     goodput = _median([p["goodput_bps"] for p in pairs])
     cpu_bound = sum(p["cpu_bound"] for p in pairs) > len(pairs) / 2
     one_way = _median([p["rtt_s_median"] for p in pairs]) / 2
-    src = (f"measured by bench probe at {str(made['commit'])[:12]}, {made['date']}, n={np}")
     return {
         "made": made,
         "np": np,
-        "workload": hosts[0]["workload"],
+        "workload": workload,
         "goodput_bps": goodput,
         "rate_bps": None if cpu_bound else goodput / wire_efficiency,
         "cpu_bound": cpu_bound,
@@ -64,15 +77,11 @@ def reduce(records: list[dict], made: dict, np: int, wire_efficiency: float) -> 
         "step_s": _median([h["step_cpu_s_median"] for h in hosts]),
         "step_s_median": _median([h["step_s_median"] for h in hosts]),
         "step_s_mean": _median([h["step_s_mean"] for h in hosts]),
-        "model_bytes": hosts[0]["model_bytes"],
-        "source": src,
-        "hosts": [{k: h[k] for k in ("rank", "address", "hostname", "cpu_share", "step_cpu_s_median", "step_s_median",
-                                     "step_s_mean")}
-                  | {"steps": len(h["step_s"])} for h in hosts],
-        "pairs": [{k: p[k] for k in ("src", "dst", "rtt_s_median", "goodput_bps", "counted_s", "sender_cpu_s_per_s",
-                                     "cpu_bound")} | {"pings": len(p["rtts_s"])} for p in pairs],
-        "collectives": [{k: c[k] for k in ("op", "bytes", "np", "median_s", "iters")} | {"repeats": len(c["times_s"])}
-                        for c in colls],
+        "model_bytes": model_bytes,
+        "source": f"measured by bench probe at {str(made['commit'])[:12]}, {made['date']}, n={np}",
+        "hosts": hosts,
+        "pairs": pairs,
+        "collectives": colls,
     }
 
 

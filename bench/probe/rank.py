@@ -34,7 +34,8 @@ import sys
 import threading
 import time
 
-MARK = "PROBE "
+from ..cluster.probe import MARK
+
 PORT = 5231
 """TCP port of a pair's echo and stream (the emulated hosts' own namespaces: nothing else listens there)."""
 

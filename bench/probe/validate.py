@@ -58,22 +58,13 @@ def truth_share(s: dict, host: int) -> float:
 
 
 def rereduce(m: dict) -> dict:
-    """The file's measured values reduced again with the current :mod:`.describe` (its per-host and per-pair records
-    are all the reduction reads): a change of the reduction is applied to every scenario without running it again."""
-    from ..cluster.probe import MARK  # noqa: F401  (the same records the job printed)
+    """The file's measured values reduced again with the current :mod:`.describe` (its per-host and per-pair lists are
+    all the reduction reads): a change of the reduction is applied to every scenario without running it again."""
+    from ..predict.hardware import load_calibration
     from . import describe
 
-    hosts = [{**h, "kind": "host", "step_s": [0.0] * h["steps"], "step_cpu_s_median": h["step_cpu_s_median"],
-              "model_bytes": m["model_bytes"], "workload": m["workload"]} for h in m["hosts"]]
-    pairs = [{**p, "kind": "pair", "rtts_s": [0.0] * p["pings"]} for p in m["pairs"]]
-    colls = [{**c, "kind": "collective", "times_s": [0.0] * c["repeats"]} for c in m["collectives"]]
-    eff = m["goodput_bps"] / m["rate_bps"] if m["rate_bps"] else None
-    out = describe.reduce(hosts + pairs + colls, m["made"], m["np"], eff or WIRE_EFFICIENCY)
-    return out
-
-
-WIRE_EFFICIENCY = 0.958
-"""The calibration's wire efficiency when the file's own rate cannot give it back (a CPU-bound file)."""
+    return describe.summarise(m["hosts"], m["pairs"], m["collectives"], m["made"], m["np"], m["workload"],
+                              m["model_bytes"], load_calibration()["wire_efficiency"])
 
 
 def compare(s: dict, d: dict) -> dict:
@@ -137,7 +128,9 @@ def report(spec: dict, out: Path) -> None:
     if "probe_s" in old:
         df = df.merge(old[["id", "probe_s"]], on="id", how="left")
     df.to_csv(out / "scenarios.csv", index=False)
-    host_limited = df["cpu_bound"] & (df["rate"] > df["goodput"] / WIRE_EFFICIENCY * 1.1)
+    from ..predict.hardware import load_calibration
+
+    host_limited = df["cpu_bound"] & (df["rate"] > df["goodput"] / load_calibration()["wire_efficiency"] * 1.1)
     print(f"{len(df)} scenarios: rate within 10 % {int(df['rate_ok'].sum())}, said CPU-bound {int(df['cpu_bound'].sum())} "
           f"(of which the link was > 1.1 x what the hosts got: {int(host_limited.sum())}); delay within 10 % or "
           f"0.2 ms {int(df['delay_ok'].sum())}; every host's CPU share within 10 % {int(df['share_ok'].sum())}; "
