@@ -48,7 +48,8 @@ def check(args) -> tuple[list[str], list[int]]:
     if not 0 <= args.confirm <= len(algorithms):
         raise BenchError(f"--confirm must be in [0, {len(algorithms)}] (the algorithms advised), got {args.confirm}")
     if not 2 <= args.repeats <= 20:
-        raise BenchError(f"--repeats must be in [2, 20] (an interval needs two), got {args.repeats}")
+        raise BenchError(f"--repeats must be in [2, 20] (a median of two at least; an interval from three), "
+                         f"got {args.repeats}")
     return algorithms, nps
 
 
@@ -59,6 +60,7 @@ def cmd_advise(args) -> int:
     from . import rank, report
 
     algorithms, nps = check(args)
+    target = relation_target()
     overrides = parse_set(args.set or [])
     hw_name = Path(args.hardware).stem if args.hardware.endswith(".yaml") else args.hardware
     out = _output(args.out or f"results/advise/{hw_name}/np{args.np}", "--out", folder=True)
@@ -80,12 +82,12 @@ def cmd_advise(args) -> int:
                            args.hardware, args.profile, overrides, _progress)
     w = rank.winner(ranked)
     title = (f"advise: {args.hardware}, n = {args.np}: forecast winner {w['algorithm']} ({w['basis']}"
-             + (f", {w['time_to_target_s']:.1f} s to accuracy {relation_target():g}" if w["time_to_target_s"] else "")
+             + (f", {w['time_to_target_s']:.1f} s to accuracy {target:g}" if w["time_to_target_s"] else "")
              + ")")
     text = rank.render(ranked, title)
     print(text, flush=True)
     query = {"hardware": args.hardware, "np": args.np, "profile": args.profile, "set": overrides,
-             "algorithms": algorithms, "map_np": nps, "target": relation_target(),
+             "algorithms": algorithms, "map_np": nps, "target": target,
              "command": "python -m bench advise " + shlex.join(sys.argv[2:] if sys.argv[1:2] == ["advise"] else [])}
     confirmation = None
     if args.confirm:
@@ -94,7 +96,7 @@ def cmd_advise(args) -> int:
         plan = confirm.plan(ranked, args.confirm)
         _progress(f"confirming {', '.join(plan)}: {len(plan) * args.repeats} runs (paired seeds 1..{args.repeats})")
         rows = confirm.measure(plan, args.np, args.hardware, args.profile, overrides, args.repeats,
-                               out.with_name(out.name + ".runs"), relation_target(), _progress)
+                               out.with_name(out.name + ".runs"), target, _progress)
         table_c = confirm.side_by_side(ranked, rows)
         won = confirm.measured_winner(rows)
         text_c = confirm.render(table_c, w["algorithm"], won)

@@ -6,7 +6,8 @@ i. The runs take the settings the time-to-target relation was measured with (the
 settings, e.g. DOWNPOUR's rate) and the cluster the hardware names: a probed emulated cluster is brought up as the
 probe found it (its ``cluster_set``, the launch settings the probe ran under, which no forecast reads). Per
 algorithm: the measured throughput (median) and time to the target accuracy (median over the repeats that reached it,
-with a t-interval over them; a run that never reached it is censored and counted), beside the forecast; the measured
+with the suite's t-interval over them, :func:`bench.metrics.stats.t_interval`; a run that never reached it is
+censored and counted), beside the forecast; the measured
 winner is the algorithm with the lowest median time to target among those most of whose repeats reached it (else the
 highest throughput), and the report says whether it is the forecast one.
 """
@@ -29,23 +30,13 @@ def plan(ranked: list[dict], k: int) -> list[str]:
     return top + ([] if "sync" in top else ["sync"])
 
 
-def t_interval(values: list[float], level: float = 0.95) -> tuple[float, float] | tuple[None, None]:
-    """A t-interval of the mean of ``values`` (scipy.stats.t); (None, None) below two values."""
-    if len(values) < 2:
-        return None, None
-    from scipy import stats
-
-    m, s = statistics.fmean(values), statistics.stdev(values)
-    h = stats.t.ppf(0.5 + level / 2, len(values) - 1) * s / math.sqrt(len(values))
-    return m - h, m + h
-
-
 def measure(algorithms: list[str], np: int, hardware: str, profile: str | None, overrides: dict, repeats: int,
             out: Path, target: float, progress) -> list[dict]:
     """Run the plan and summarise it per algorithm (the module docstring)."""
     from ..launch import run as launch_run
     from ..layout import run_name
     from ..metrics.accuracy import time_to_target
+    from ..metrics.stats import t_interval
     from ..predict import hardware as hw_mod
     from ..predict.target import CALIBRATION_STUDY
     from ..resolve import resolve
@@ -81,7 +72,8 @@ def measure(algorithms: list[str], np: int, hardware: str, profile: str | None, 
             censored += bool(cens)
             if not cens:
                 ttt.append(t)
-        low, high = t_interval(ttt)
+        _, low, high = t_interval(ttt)  # the suite's one t-interval (bench.metrics.stats), NaN below its MIN_N (3) values
+        low, high = (None, None) if math.isnan(low) else (low, high)
         rows.append({"algorithm": algo, "np": np, "repeats": repeats, "throughput": statistics.median(thr),
                      "throughputs": thr, "time_to_target_s": statistics.median(ttt) if ttt else None,
                      "time_to_target_low": low, "time_to_target_high": high, "reached": len(ttt),
