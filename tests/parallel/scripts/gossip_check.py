@@ -121,10 +121,16 @@ for who in (0, 2):
                    "avg_err": float((after[who] - (before[who] + before[partner]) / 2).abs().max()),
                    "others_unchanged": all(bool(torch.equal(after[r], before[r])) for r in others)})
     before = after
-steps = 80  # every rank steps concurrently: passives compute while their service threads average (40 left a
-# spread of 3e-3 once under load: how fast the pairs mix depends on the order in which the averagings land)
-for _ in range(steps):
+steps = 80  # every rank steps concurrently: passives compute while their service threads average.
+# A barrier every `window` steps keeps the two actives concurrent: unbounded, one active (descheduled under load) can
+# run all its steps before the other starts, and then {0, 1, 3} and {2, 1, 3} mix one after the other, never all four
+# (the CI once recorded a spread of 1.3e-3 after 80 steps). Within a window the averagings land in any order; at worst
+# a window shrinks the spread between the actives three-fold, so 20 windows leave < 3^-20 of it.
+window = 4
+for i in range(steps):
     algo.step(*next(batches))
+    if (i + 1) % window == 0:
+        comm.barrier()  # comm: the actives' averagings of this window have all returned (nothing in flight)
 algo.finalize()  # actives: DONE to every passive; passives: join the service thread
 final = gathered(parameters_to_vector(algo.tensors))
 counts = comm.allgather_object(algo.stats(), name="check.adpsgd_stats")  # comm:
