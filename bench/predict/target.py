@@ -2,13 +2,17 @@
 
 time to target = samples to target / throughput, where samples to target is a relation measured per algorithm and
 worker count on the suite's workload: the median over the uncensored runs of :data:`CALIBRATION_STUDY` (a run's
-``time_to_target_s`` x its ``throughput``, from its published per-run table ``tables/regimes.csv``). It does not
+``time_to_target_s`` x its ``throughput``, from its published per-run table ``tables/regimes.csv``); at a worker
+count between two measured ones (n = 3 between 2 and 4) it is interpolated, log samples linear in log n, and says so
+(an inference: no run at that n backs it; ``bench.advise.validate`` measures it). It does not
 model how the period or the staleness change it: a configuration whose (algorithm, n) has no such cell, or whose
 runs mostly did not reach the target, gets "throughput only" (None). The relation is validated on the cells of
 :data:`VALIDATION_STUDIES` (other links, delays and stragglers of the same workload and target), never fitted there.
 """
 
 from __future__ import annotations
+
+import math
 
 import pandas as pd
 
@@ -44,6 +48,15 @@ def relation(study: str = CALIBRATION_STUDY) -> dict[tuple[str, int], dict]:
         if len(ok) >= MIN_RUNS and len(ok) > len(g) / 2:
             out[algo, int(n)] = {"samples": float(ok["samples_to_target"].median()), "runs": len(ok),
                                  "censored": int(len(g) - len(ok)), "source": f"{study}/{algo}/np{int(n)}"}
+    for algo in {a for a, _ in out}:  # a worker count between two measured ones: interpolated, never extrapolated
+        ns = sorted(n for a, n in out if a == algo)
+        for lo, hi in zip(ns, ns[1:]):
+            for n in range(lo + 1, hi):
+                a, b = out[algo, lo], out[algo, hi]
+                w = math.log(n / lo) / math.log(hi / lo)  # log samples linear in log n
+                out[algo, n] = {"samples": math.exp((1 - w) * math.log(a["samples"]) + w * math.log(b["samples"])),
+                                "runs": min(a["runs"], b["runs"]), "censored": a["censored"] + b["censored"],
+                                "source": f"{study}/{algo}/np{lo}-np{hi} interpolated at np{n}"}
     return out
 
 

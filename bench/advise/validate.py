@@ -1,0 +1,368 @@
+"""How often is ``bench advise`` right? The registered study ``advise-validation`` (issue 46, item 3).
+
+    python -m bench.advise.validate register   # pipelines/registrations/advise-validation.json: commit it, then
+    python -m bench.advise.validate run        # per scenario: advise's forecast, then every method measured
+    python -m bench.advise.validate report     # docs/results/advise-validation/: the tables and the verdicts
+
+The scenarios are the probe study's (``docs/results/probe/scenarios.yaml``: eight "user clusters" drawn on the
+emulated cluster by :func:`bench.probe.validate.draw`, seed 46, committed before any was probed), and what advise sees
+of each is its probed file (``docs/results/probe/probed/<id>.yaml``: what ``bench probe`` measured, nothing of the
+generator's truth is read by a forecast). Per scenario:
+
+1. **advise**: every method of :data:`METHODS` forecast from the probed file and ranked as ``bench advise
+   --algorithms`` ranks them (:func:`bench.advise.rank.ranking`); its pick is the first;
+   (kept in ``results/advise-validation/forecasts/<id>.csv`` before the scenario's first run);
+2. **measure**: every method of :data:`METHODS` at every seed of :data:`SEEDS` on the scenario's cluster (the
+   generator's settings, through :func:`bench.launch.run_many`, the normal run path: one ``horovodrun`` job a
+   scenario, seed-major so that the paired runs are close in time), with the settings of the time-to-target relation
+   (:func:`bench.advise.rank.relation_sets`) and the relation's target accuracy.
+
+The registration lists every planned run (its ``config.json``'s SHA-256 and seed, as a study's does:
+:mod:`bench.registration`), the methods, the seeds (none of the relation's study's), the metrics and :data:`RULES`;
+``run`` refuses a registration that is not committed, a tree that is dirty, and a plan that differs from it.
+
+The metrics (registered): a cell's measured time to target is the **median** over its seeds that reached the target
+(a cell most of whose seeds did not is censored: it can be neither the best nor a forecast's yardstick); the
+measured best of a scenario is its cell with the lowest median; the **regret** of the pick is the pick's median over
+the best's (1 when the pick is the best; infinite when the pick's cell is censored), with the paired t-interval over
+the seeds where both reached (:func:`bench.metrics.stats.paired_ratio`); a forecast's error is forecast / measured
+median - 1 over the cells with both; the rank correlation is Spearman's between forecast and measured medians of a
+scenario's cells with both (:func:`scipy.stats.spearmanr`); the cost is the probe's and the forecast's seconds against
+the measurement's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import math
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+from .. import BenchError
+from ..layout import REPO_ROOT
+
+STUDY = "advise-validation"
+SCENARIOS = REPO_ROOT / "docs" / "results" / "probe" / "scenarios.yaml"
+PROBED = REPO_ROOT / "docs" / "results" / "probe" / "probed"
+PROBE_TABLE = REPO_ROOT / "docs" / "results" / "probe" / "scenarios.csv"
+OUT = REPO_ROOT / "docs" / "results" / STUDY
+RUNS = REPO_ROOT / "results" / STUDY
+METHODS = ("sync", "ddp", "localsgd", "lasgd", "sgp", "adpsgd")
+"""Six of the methods issue 46 names, every one on n hosts (no server process, so that the scenario's CPU shares
+hold): the five the time-to-target relation backs, and AD-PSGD, which it does not (advise forecasts its throughput
+only, so it can never be the pick: where it is measured fastest, that blind spot is the regret)."""
+SEEDS = (460, 461, 462)
+"""Three paired seeds (an interval from three), none of the relation's study's (regimes-speedup: 0, 1, 2)."""
+RULES = {"regret_max": 1.10, "regret_share_min": 0.80, "time_to_target_median_abs_error_max": 0.20}
+"""Issue 46: the pick's regret <= 1.10 in at least 80 % of the scenarios; forecast time to target median |error| <=
+0.20 over the measured cells."""
+
+
+def _progress(text: str) -> None:
+    print(f"[advise-validation] {text}", file=sys.stderr, flush=True)
+
+
+def scenarios() -> list[dict]:
+    return yaml.safe_load(SCENARIOS.read_text())["scenarios"]
+
+
+def probed_file(s: dict) -> Path:
+    return PROBED / f"{s['id']}.yaml"
+
+
+def target() -> float:
+    from .cli import relation_target
+
+    return relation_target()
+
+
+def configs(s: dict) -> list[tuple[str, object]]:
+    """The scenario's planned runs, seed-major: (run name, resolved configuration)."""
+    from ..layout import run_name
+    from ..predict.target import CALIBRATION_STUDY
+    from ..probe.validate import sets
+    from ..resolve import parse_set, resolve
+    from ..study import load_study
+    from .rank import relation_sets
+
+    profile = load_study(CALIBRATION_STUDY).profile
+    truth = parse_set(sets(s))  # the generator's cluster (what the probe ran on, and what the runs run on)
+    out = []
+    for seed in SEEDS:
+        for m in METHODS:
+            tag = f"seed{seed}"
+            cfg = resolve(m, np=s["np"], profile=profile, hardware="emu",
+                          overrides={**relation_sets(m, s["np"]), **truth, "seed": seed}, study=STUDY, tag=tag)
+            out.append((run_name(m, s["np"], tag), cfg))
+    return out
+
+
+def plan_file(s: dict, name: str) -> Path:
+    return RUNS / "plan" / s["id"] / f"{name}.json"
+
+
+def write_plan() -> list[dict]:
+    """Every planned run's config file (as the launcher would write it; ``run`` copies it byte for byte) and its cell."""
+    from .. import registration
+    from ..results import write_json_atomic
+
+    cells = []
+    for s in scenarios():
+        for name, cfg in configs(s):
+            f = plan_file(s, name)
+            f.parent.mkdir(parents=True, exist_ok=True)
+            write_json_atomic(f, cfg.to_dict())
+            cells.append({"run": f"{s['id']}/{name}", "config": str(f.relative_to(REPO_ROOT)),
+                          "config_sha256": registration.sha256(f), "seed": cfg.train.seed, "scenario": s["id"]})
+    return cells
+
+
+def register(force: bool = False) -> dict:
+    from .. import registration
+    from ..predict.target import CALIBRATION_STUDY
+    from ..results import write_text_atomic
+    from ..system import git_record
+
+    path = registration.path(STUDY)
+    if path.is_file() and not force:
+        raise BenchError(f"{path.relative_to(REPO_ROOT)} exists ({registration.sha256(path)[:12]}); --force writes a "
+                         f"new registration, under which the runs made so far carry no verdict")
+    record = {
+        "study": STUDY, "description": __doc__.split("\n\n")[0].strip(),
+        "scenarios_file": str(SCENARIOS.relative_to(REPO_ROOT)), "scenarios_sha256": registration.sha256(SCENARIOS),
+        "probed": {s["id"]: {"file": str(probed_file(s).relative_to(REPO_ROOT)),
+                             "sha256": registration.sha256(probed_file(s))} for s in scenarios()},
+        "methods": list(METHODS), "seeds": list(SEEDS), "rules": RULES,
+        "metrics": {"target_accuracy": target(), "relation_study": CALIBRATION_STUDY,
+                    "cell": "median time to target over the seeds that reached it (censored: most did not)",
+                    "regret": "pick's cell median / the lowest cell median of the scenario; paired t-interval of the "
+                              "per-seed ratio over the seeds where both reached",
+                    "error": "forecast / measured median - 1", "rank_correlation": "Spearman, per scenario"},
+        "cells": write_plan(), "code_commit": git_record()["commit"],
+        "created_utc": datetime.datetime.now(datetime.UTC).isoformat(),
+    }
+    write_text_atomic(path, json.dumps(record, indent=1, sort_keys=True) + "\n")
+    return record
+
+
+def check_ready() -> dict:
+    """The committed registration, on a clean tree, whose cells the plan reproduces (else one line why not)."""
+    from .. import registration
+    from ..system import git_record
+
+    reg = registration.load(STUDY)
+    if reg is None:
+        raise BenchError(f"{STUDY} is not registered: python -m bench.advise.validate register, then commit it")
+    if not registration.committed(registration.path(STUDY)):
+        raise BenchError(f"{registration.path(STUDY).relative_to(REPO_ROOT)} is not committed: commit it before the "
+                         f"first judged run")
+    if git_record()["dirty"] is not False:
+        raise BenchError("the tree is dirty: a verdict never uses a dirty run (commit or stash first)")
+    planned = {c["run"]: c["config_sha256"] for c in write_plan()}
+    if planned != {c["run"]: c["config_sha256"] for c in reg["cells"]}:
+        raise BenchError("the plan differs from the registration (a configuration changed since): register again")
+    return reg
+
+
+def forecast(s: dict) -> tuple[list[dict], float]:
+    """Advise's ranking of :data:`METHODS` from the probed file, and the seconds it took."""
+    from . import rank
+
+    t0 = time.monotonic()
+    ranked = rank.ranking(rank.forecasts(list(METHODS), s["np"], str(probed_file(s)), None, {}))
+    return ranked, time.monotonic() - t0
+
+
+def _done(d: Path, sha: str) -> bool:
+    from ..results import read_json
+
+    try:
+        return (read_json(d / "summary.json") or {}).get("status") == "ok" and \
+            (read_json(d / "system.json") or {})["provenance"]["config_sha256"] == sha
+    except Exception:
+        return False
+
+
+def run() -> None:
+    """Every scenario not yet complete: the forecast (kept in forecasts/<id>.csv), then its missing runs."""
+    import pandas as pd
+
+    from ..launch import run_many
+
+    reg = check_ready()
+    sha = {c["run"]: c["config_sha256"] for c in reg["cells"]}
+    (RUNS / "forecasts").mkdir(parents=True, exist_ok=True)  # beside the runs, untracked: the tree stays clean
+    cost_file = RUNS / "cost.csv"  # per scenario: the forecast's seconds, the measurement's (summed over resumptions)
+    cost = pd.read_csv(cost_file).set_index("id").to_dict("index") if cost_file.is_file() else {}
+    started = time.monotonic()
+    for k, s in enumerate(scenarios(), 1):
+        todo = [(name, cfg) for name, cfg in configs(s) if not _done(RUNS / s["id"] / name, sha[f"{s['id']}/{name}"])]
+        fc_file = RUNS / "forecasts" / f"{s['id']}.csv"
+        if not fc_file.is_file():
+            ranked, fc_s = forecast(s)
+            pd.DataFrame(ranked).to_csv(fc_file, index=False)
+            cost[s["id"]] = {"forecast_s": fc_s, "measure_s": 0.0}
+        if not todo:
+            continue
+        _progress(f"[{time.monotonic() - started:5.0f} s] scenario {k}/{len(scenarios())} {s['id']}: {len(todo)} runs")
+        t0 = time.monotonic()
+        items = [(cfg, RUNS / s["id"] / name, plan_file(s, name)) for name, cfg in todo]
+        codes = run_many(items, force=True, echo=False, progress=_progress)
+        cost[s["id"]]["measure_s"] = float(cost[s["id"]].get("measure_s") or 0.0) + time.monotonic() - t0
+        pd.DataFrame([{"id": i, **c} for i, c in cost.items()]).to_csv(cost_file, index=False)
+        failed = [str(d) for d, rc in codes if rc]
+        if failed:
+            raise BenchError(f"scenario {s['id']}: {len(failed)} runs failed (first: {failed[0]}); run again to "
+                             f"repeat only those")
+
+
+def runs_table() -> "pd.DataFrame":
+    """One row per registered run that exists: scenario, method, seed, its figures and ``judged``."""
+    import pandas as pd
+
+    from .. import registration
+    from ..metrics import regimes
+    from ..results import load_run
+
+    reg = registration.load(STUDY)
+    rows = []
+    for s in scenarios():
+        for name, cfg in configs(s):
+            d = RUNS / s["id"] / name
+            if not (d / "summary.json").is_file():
+                continue
+            r = load_run(d)
+            if r.summary.get("status") != "ok":
+                continue
+            c = regimes.cell(r, target(), 5.0, reg)
+            rows.append({"id": s["id"], "method": cfg.algorithm, "seed": cfg.train.seed, "np": s["np"],
+                         "commit": ((r.system or {}).get("git") or {}).get("commit"),
+                         **{k: c[k] for k in ("throughput", "time_to_target_s", "censored", "train_s",
+                                              "final_accuracy", "judged")}})
+    return pd.DataFrame(rows)
+
+
+def cells(runs: "pd.DataFrame", forecasts: dict[str, "pd.DataFrame"]) -> "pd.DataFrame":
+    """One row per scenario and method: the measured median (over the seeds that reached), reached/censored, the
+    forecast and its rank, and the forecast's error."""
+    import pandas as pd
+
+    rows = []
+    for (sid, m), g in runs.groupby(["id", "method"], sort=False):
+        reached = g[~g["censored"].astype(bool)]["time_to_target_s"].tolist()
+        fc = forecasts[sid].set_index("algorithm").loc[m]
+        med = statistics.median(reached) if len(reached) > len(g) / 2 else None
+        f_ttt = fc["time_to_target_s"] if pd.notna(fc["time_to_target_s"]) else None
+        rows.append({"id": sid, "method": m, "seeds": len(g), "reached": len(reached),
+                     "measured_time_to_target_s": med, "measured_throughput": float(g["throughput"].median()),
+                     "forecast_rank": int(fc["rank"]) if pd.notna(fc["rank"]) else None,
+                     "forecast_basis": fc["basis"], "forecast_time_to_target_s": f_ttt,
+                     "forecast_throughput": fc["throughput"],
+                     "time_to_target_error": f_ttt / med - 1 if f_ttt is not None and med else None,
+                     "throughput_error": fc["throughput"] / float(g["throughput"].median()) - 1
+                     if pd.notna(fc["throughput"]) else None})
+    return pd.DataFrame(rows)
+
+
+def verdicts(runs: "pd.DataFrame", cell: "pd.DataFrame") -> "pd.DataFrame":
+    """One row per scenario measured in full: the pick, the measured best, the regret with its interval, Spearman."""
+    import pandas as pd
+    from scipy import stats as sps
+
+    from ..metrics.stats import paired_ratio
+
+    rows = []
+    for sid, c in cell.groupby("id", sort=False):
+        if len(c) < len(METHODS) or (c["seeds"] < len(SEEDS)).any():
+            continue  # not complete: no verdict
+        ranked = c[c["forecast_rank"].notna()].sort_values("forecast_rank")
+        pick = ranked.iloc[0]["method"]
+        ok = c[c["measured_time_to_target_s"].notna()]
+        best = ok.loc[ok["measured_time_to_target_s"].idxmin()]["method"] if not ok.empty else None
+        pm = c.set_index("method")["measured_time_to_target_s"]
+        regret = (math.inf if pd.isna(pm[pick]) else pm[pick] / pm[best]) if best is not None else math.nan
+        r = runs[runs["id"] == sid]
+        both = r[r["method"] == pick].merge(r[r["method"] == (best or pick)], on="seed", suffixes=("", "_best"))
+        both = both[~both["censored"].astype(bool) & ~both["censored_best"].astype(bool)]
+        pr = paired_ratio(both["time_to_target_s"].to_numpy(), both["time_to_target_s_best"].to_numpy())
+        both_fc = c[c["forecast_time_to_target_s"].notna() & c["measured_time_to_target_s"].notna()]
+        rho = sps.spearmanr(both_fc["forecast_time_to_target_s"], both_fc["measured_time_to_target_s"]).statistic \
+            if len(both_fc) >= 3 else math.nan
+        rows.append({"id": sid, "pick": pick, "best": best, "regret": regret,
+                     "regret_low": pr["ci_low"] if pick != best else 1.0,
+                     "regret_high": pr["ci_high"] if pick != best else 1.0, "pairs": pr["n"],
+                     "right": bool(regret <= RULES["regret_max"]), "spearman": float(rho),
+                     "cells_with_forecast": len(both_fc)})
+    return pd.DataFrame(rows)
+
+
+def report() -> str:
+    """The tables in docs/results/advise-validation/tables and the verdict lines (returned, printed)."""
+    import pandas as pd
+
+    runs = runs_table()
+    if runs.empty:
+        raise BenchError(f"no run of {STUDY} yet: python -m bench.advise.validate run")
+    forecasts = {s["id"]: pd.read_csv(RUNS / "forecasts" / f"{s['id']}.csv") for s in scenarios()
+                 if (RUNS / "forecasts" / f"{s['id']}.csv").is_file()}
+    cell = cells(runs, forecasts)
+    v = verdicts(runs, cell)
+    if (RUNS / "cost.csv").is_file() and not v.empty:  # minutes: the probe and advise's forecast against the measurement
+        cost = pd.read_csv(RUNS / "cost.csv").merge(pd.read_csv(PROBE_TABLE)[["id", "probe_s"]], on="id", how="left")
+        cost["advise_min"] = (cost["probe_s"] + cost["forecast_s"]) / 60
+        cost["measure_min"] = cost["measure_s"] / 60
+        v = v.merge(cost[["id", "advise_min", "measure_min"]], on="id", how="left")
+    tables = OUT / "tables"
+    tables.mkdir(parents=True, exist_ok=True)
+    runs.to_csv(tables / "runs.csv", index=False)
+    pd.concat([f.assign(id=i) for i, f in forecasts.items()]).to_csv(tables / "forecasts.csv", index=False)
+    cell.to_csv(tables / "cells.csv", index=False)
+    v.to_csv(tables / "scenarios.csv", index=False)
+    errs = cell["time_to_target_error"].dropna().abs()
+    unjudged = runs[runs["judged"] != ""]
+    lines = [f"{len(v)} of {len(scenarios())} scenarios measured in full ({len(runs)} runs; "
+             f"{len(unjudged)} not judged{': ' + unjudged['judged'].iloc[0] if len(unjudged) else ''})"]
+    if len(v):
+        share = float(v["right"].mean())
+        lines.append(f"regret <= {RULES['regret_max']}: {int(v['right'].sum())} of {len(v)} ({share:.0%}; rule: >= "
+                     f"{RULES['regret_share_min']:.0%}) -> {'met' if share >= RULES['regret_share_min'] else 'NOT met'}")
+    if len(errs):
+        med = float(errs.median())
+        lines.append(f"forecast time to target median |error| {med:.3f} over {len(errs)} cells (rule: <= "
+                     f"{RULES['time_to_target_median_abs_error_max']}) -> "
+                     f"{'met' if med <= RULES['time_to_target_median_abs_error_max'] else 'NOT met'}")
+    text = "\n".join(lines)
+    (tables / "summary.txt").write_text(text + "\n")
+    return text
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.advise.validate")
+    sub = ap.add_subparsers(dest="mode", required=True)
+    r = sub.add_parser("register")
+    r.add_argument("--force", action="store_true")
+    sub.add_parser("run")
+    sub.add_parser("report")
+    args = ap.parse_args(argv)
+    try:
+        if args.mode == "register":
+            rec = register(args.force)
+            print(f"{len(rec['cells'])} cells, seeds {rec['seeds']}: commit pipelines/registrations/{STUDY}.json")
+            return 0
+        if args.mode == "run":
+            run()
+        print(report())
+    except BenchError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

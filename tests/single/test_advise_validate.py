@@ -1,0 +1,99 @@
+"""The advise-validation study's plan and arithmetic (bench.advise.validate), and the time-to-target relation's
+interpolation between measured worker counts (bench.predict.target): no run here (the study's runs are its own)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bench.advise import validate
+from bench.predict import target
+from bench.study import load_study
+from bench.study.register import seeds_of
+
+
+def test_relation_interpolates_between_measured_worker_counts_and_never_extrapolates():
+    rel = target.relation()
+    measured = {k: v for k, v in rel.items() if "interpolated" not in v["source"]}
+    assert ("sync", 2) in measured and ("sync", 4) in measured and ("sync", 3) not in measured
+    s2, s4, s3 = rel["sync", 2]["samples"], rel["sync", 4]["samples"], rel["sync", 3]["samples"]
+    w = math.log(1.5) / math.log(2)
+    assert s3 == pytest.approx(math.exp((1 - w) * math.log(s2) + w * math.log(s4)), rel=1e-12)
+    assert min(s2, s4) <= s3 <= max(s2, s4)
+    assert rel["sync", 3]["source"] == "regimes-speedup/sync/np2-np4 interpolated at np3"
+    top = max(n for _, n in measured)
+    assert not any(n > top for _, n in rel)  # no worker count beyond the measured ones
+    assert {a for a, _ in rel} == {a for a, _ in measured}
+
+
+def test_every_scenario_runs_every_method_at_every_seed_on_the_generators_cluster():
+    s = next(x for x in validate.scenarios() if x["straggler_host"] is not None and x["delay_ms"])
+    planned = validate.configs(s)
+    assert len(planned) == len(validate.METHODS) * len(validate.SEEDS)
+    assert [c.algorithm for _, c in planned[:len(validate.METHODS)]] == list(validate.METHODS)  # seed-major
+    for name, c in planned:
+        assert c.launch.np == s["np"] and c.study == validate.STUDY and c.profile == "regimes"
+        assert c.launch.link == f"{s['rate_bps'] / 1e6:g}mbit" and c.launch.link_delay == f"{s['delay_ms']:g}ms"
+        assert c.launch.cpu_per_host == s["cpu_per_host"]
+        assert c.launch.emulated_cpu == {s["straggler_host"]: s["cpu_per_host"] / 2}
+        assert name.endswith(f"-seed{c.train.seed}")
+    # the test's seeds are none of the relation's study's (whose runs the forecast's samples to target come from)
+    assert not set(validate.SEEDS) & seeds_of(load_study(target.CALIBRATION_STUDY))
+
+
+def _runs(ttt: dict[str, list[float]], censored: dict[str, list[bool]] | None = None) -> pd.DataFrame:
+    rows = []
+    for m, times in ttt.items():
+        for k, t in enumerate(times):
+            rows.append({"id": "s1", "method": m, "seed": validate.SEEDS[k], "np": 3, "throughput": 1000.0,
+                         "time_to_target_s": t, "censored": (censored or {}).get(m, [False] * 3)[k],
+                         "train_s": 20.0, "final_accuracy": 0.9, "judged": ""})
+    return pd.DataFrame(rows)
+
+
+def _forecasts(order: list[str], ttt: dict[str, float | None]) -> dict[str, pd.DataFrame]:
+    return {"s1": pd.DataFrame([{"algorithm": m, "rank": i, "basis": "time to target" if ttt[m] else "throughput only",
+                                 "time_to_target_s": ttt[m] if ttt[m] else np.nan, "throughput": 1000.0}
+                                for i, m in enumerate(order, 1)])}
+
+
+def test_regret_is_the_picks_median_over_the_best_with_a_paired_interval():
+    methods = list(validate.METHODS)
+    times = {m: [10.0 + i, 11.0 + i, 12.0 + i] for i, m in enumerate(methods)}  # sync fastest, adpsgd slowest
+    times["lasgd"] = [12.5, 13.5, 15.0]
+    order = ["lasgd", "sync", "ddp", "localsgd", "sgp", "adpsgd"]  # the forecast picks lasgd
+    fc = {m: 10.0 + i for i, m in enumerate(methods)} | {"sync": 10.0, "adpsgd": None}
+    runs = _runs(times)
+    cells = validate.cells(runs, _forecasts(order, fc))
+    v = validate.verdicts(runs, cells).iloc[0]
+    assert (v["pick"], v["best"]) == ("lasgd", "sync")
+    assert v["regret"] == pytest.approx(13.5 / 11.0)
+    ratios = np.log(np.array([12.5, 13.5, 15.0]) / np.array([10.0, 11.0, 12.0]))
+    half = 4.302652729911275 * ratios.std(ddof=1) / math.sqrt(3)  # t(0.975, 2)
+    assert v["regret_low"] == pytest.approx(math.exp(ratios.mean() - half))
+    assert v["regret_high"] == pytest.approx(math.exp(ratios.mean() + half))
+    assert not v["right"]  # 1.23 > 1.10
+    assert v["spearman"] == pytest.approx(1.0)  # forecast and measured medians in the same order (adpsgd: none)
+    c = cells.set_index("method")
+    assert c.loc["sync", "time_to_target_error"] == pytest.approx(10.0 / 11.0 - 1)
+    assert math.isnan(c.loc["adpsgd", "time_to_target_error"]) or c.loc["adpsgd", "time_to_target_error"] is None
+
+
+def test_a_censored_pick_has_infinite_regret_and_a_censored_cell_is_never_the_best():
+    methods = list(validate.METHODS)
+    times = {m: [20.0, 21.0, 22.0] for m in methods} | {"sgp": [5.0, 5.0, 30.0], "localsgd": [8.0, 8.5, 9.0]}
+    cens = {"sgp": [False, True, True]}  # most of sgp's seeds never reached the target: censored cell
+    order = ["sgp", "localsgd", "lasgd", "ddp", "sync", "adpsgd"]
+    runs = _runs(times, cens)
+    v = validate.verdicts(runs, validate.cells(runs, _forecasts(order, {m: 10.0 + i for i, m in enumerate(methods)})))
+    assert v.iloc[0]["best"] == "localsgd" and v.iloc[0]["regret"] == math.inf and not v.iloc[0]["right"]
+
+
+def test_an_incomplete_scenario_gets_no_verdict():
+    methods = list(validate.METHODS)
+    runs = _runs({m: [10.0, 11.0] for m in methods})  # two seeds of three
+    cells = validate.cells(runs, _forecasts(methods, {m: 10.0 + i for i, m in enumerate(methods)}))
+    assert validate.verdicts(runs, cells).empty
