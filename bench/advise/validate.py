@@ -325,7 +325,7 @@ def report() -> str:
     pd.concat([f.assign(id=i) for i, f in forecasts.items()]).to_csv(tables / "forecasts.csv", index=False)
     cell.to_csv(tables / "cells.csv", index=False)
     v.to_csv(tables / "scenarios.csv", index=False)
-    errs = cell["time_to_target_error"].dropna().abs()
+    errs = cell[cell["id"].isin(v["id"] if len(v) else [])]["time_to_target_error"].dropna().abs()  # complete only
     unjudged = runs[runs["judged"] != ""]
     lines = [f"{len(v)} of {len(scenarios())} scenarios measured in full ({len(runs)} runs; "
              f"{len(unjudged)} not judged{': ' + unjudged['judged'].iloc[0] if len(unjudged) else ''})"]
