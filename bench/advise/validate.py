@@ -201,8 +201,8 @@ def run() -> None:
     (RUNS / "forecasts").mkdir(parents=True, exist_ok=True)  # beside the runs, untracked: the tree stays clean
     cost_file = RUNS / "cost.csv"  # per scenario: the forecast's seconds, the measurement's (summed over resumptions)
     cost = pd.read_csv(cost_file).set_index("id").to_dict("index") if cost_file.is_file() else {}
-    started = time.monotonic()
-    for k, s in enumerate(scenarios(), 1):
+    started, every = time.monotonic(), scenarios()
+    for k, s in enumerate(every, 1):
         todo = [(name, cfg) for name, cfg in configs(s) if not _done(RUNS / s["id"] / name, sha[f"{s['id']}/{name}"])]
         fc_file = RUNS / "forecasts" / f"{s['id']}.csv"
         if not fc_file.is_file():
@@ -211,7 +211,7 @@ def run() -> None:
             cost[s["id"]] = {"forecast_s": fc_s, "measure_s": 0.0}
         if not todo:
             continue
-        _progress(f"[{time.monotonic() - started:5.0f} s] scenario {k}/{len(scenarios())} {s['id']}: {len(todo)} runs")
+        _progress(f"[{time.monotonic() - started:5.0f} s] scenario {k}/{len(every)} {s['id']}: {len(todo)} runs")
         t0 = time.monotonic()
         items = [(cfg, RUNS / s["id"] / name, plan_file(s, name)) for name, cfg in todo]
         codes = run_many(items, force=True, echo=False, progress=_progress)
@@ -232,6 +232,7 @@ def runs_table() -> "pd.DataFrame":
     from ..results import load_run
 
     reg = registration.load(STUDY)
+    accuracy = target()  # the relation's target, read once
     rows = []
     for s in scenarios():
         for name, cfg in configs(s):
@@ -241,7 +242,7 @@ def runs_table() -> "pd.DataFrame":
             r = load_run(d)
             if r.summary.get("status") != "ok":
                 continue
-            c = regimes.cell(r, target(), 5.0, reg)
+            c = regimes.cell(r, accuracy, 5.0, reg)
             rows.append({"id": s["id"], "method": cfg.algorithm, "seed": cfg.train.seed, "np": s["np"],
                          "commit": ((r.system or {}).get("git") or {}).get("commit"),
                          **{k: c[k] for k in ("throughput", "time_to_target_s", "censored", "train_s",
