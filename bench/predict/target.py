@@ -56,7 +56,7 @@ def relation(study: str = CALIBRATION_STUDY) -> dict[tuple[str, int], dict]:
                 w = math.log(n / lo) / math.log(hi / lo)  # log samples linear in log n
                 out[algo, n] = {"samples": math.exp((1 - w) * math.log(a["samples"]) + w * math.log(b["samples"])),
                                 "runs": min(a["runs"], b["runs"]), "censored": a["censored"] + b["censored"],
-                                "source": f"{study}/{algo}/np{lo}-np{hi} interpolated at np{n}"}
+                                "source": f"{study}/{algo}/np{n} interpolated between np{lo} and np{hi}"}
     return out
 
 

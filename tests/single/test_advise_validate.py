@@ -23,7 +23,7 @@ def test_relation_interpolates_between_measured_worker_counts_and_never_extrapol
     w = math.log(1.5) / math.log(2)
     assert s3 == pytest.approx(math.exp((1 - w) * math.log(s2) + w * math.log(s4)), rel=1e-12)
     assert min(s2, s4) <= s3 <= max(s2, s4)
-    assert rel["sync", 3]["source"] == "regimes-speedup/sync/np2-np4 interpolated at np3"
+    assert rel["sync", 3]["source"] == "regimes-speedup/sync/np3 interpolated between np2 and np4"
     top = max(n for _, n in measured)
     assert not any(n > top for _, n in rel)  # no worker count beyond the measured ones
     assert {a for a, _ in rel} == {a for a, _ in measured}
@@ -98,3 +98,23 @@ def test_an_incomplete_scenario_gets_no_verdict():
     runs = _runs({m: [10.0, 11.0] for m in methods})  # two seeds of three
     cells = validate.cells(runs, _forecasts(methods, {m: 10.0 + i for i, m in enumerate(methods)}))
     assert validate.verdicts(runs, cells).empty
+
+
+def test_one_definition_of_a_measured_time_to_target_serves_confirm_and_the_study():
+    """`advise --confirm` and advise-validation call a method's measured time to target the same thing: the median
+    over the runs that reached the target when most did, else censored; a method whose minority reached it quickly
+    never wins on that time."""
+    from bench.advise.confirm import measured_time_to_target, measured_winner
+
+    assert measured_time_to_target([10.0, 12.0], 3) == 11.0
+    assert measured_time_to_target([10.0], 3) is None and measured_time_to_target([], 3) is None
+    rows = [{"algorithm": "lucky", "time_to_target_s": measured_time_to_target([5.0], 3), "throughput": 900.0},
+            {"algorithm": "steady", "time_to_target_s": measured_time_to_target([20.0, 22.0, 21.0], 3),
+             "throughput": 500.0}]
+    assert measured_winner(rows) == rows[1] | {"basis": "time to target"}
+    assert measured_winner([r | {"time_to_target_s": None} for r in rows])["algorithm"] == "lucky"  # throughput
+    runs = pd.DataFrame({"id": "s1", "method": ["m"] * 3, "seed": [1, 2, 3], "time_to_target_s": [5.0, 40.0, 40.0],
+                         "censored": [False, True, True], "throughput": [1.0, 1.0, 1.0]})
+    fc = {"s1": pd.DataFrame({"algorithm": ["m"], "rank": [1], "basis": ["time to target"],
+                              "time_to_target_s": [4.0], "throughput": [1.0]})}
+    assert validate.cells(runs, fc)["measured_time_to_target_s"].isna().all()  # the same rule in the study's table
