@@ -10,7 +10,9 @@ after the other (``--config`` repeated; the start-up of horovodrun, Python and H
 
 Ending a job leaves nothing behind: horovodrun starts each rank in a process group of its own, so a
 timeout, Ctrl-C, or SIGTERM / SIGHUP to the launcher (what Slurm and DVC send when a job is cancelled)
-kills every descendant of horovodrun found at that moment, then marks the run failed with the reason.
+kills every descendant of horovodrun found at that moment, then marks the run failed with the reason; in
+``run_many`` the runs of later jobs are marked failed ("not started") and none starts. A run cancelled by a signal
+returns 128 + its number (143 for SIGTERM).
 Should the launcher itself die without cleaning up (SIGKILL), every rank on this machine watches it
 (``BENCH_LAUNCHER_PID``) and ends itself, marking the run failed.
 
@@ -32,6 +34,8 @@ from __future__ import annotations
 
 import contextlib
 import shutil
+import signal
+import sys
 from pathlib import Path
 
 from .. import BenchError, registration
@@ -40,7 +44,7 @@ from ..config import RunConfig
 from ..layout import default_run_dir
 from ..placement import cluster_held, emulated_cluster, processes
 from ..resolve import check_machine
-from ..results import write_json_atomic
+from ..results import mark_failed, write_json_atomic
 from ..system import collect
 from .command import horovod_environment, horovod_record, horovodrun_command, host_slots, network
 from .job import execute, execute_many, jobs
@@ -116,7 +120,9 @@ def run(cfg: RunConfig, out: Path | None = None, force: bool = False, echo: bool
 def run_many(items: list[tuple[RunConfig, Path | None, Path | None]], force: bool = False, echo: bool = True,
              env: dict | None = None, max_runs_per_job: int = 0, progress=print) -> list[tuple[Path, int]]:
     """Prepare and run ``items`` (cfg, run directory or None, planned config or None), consecutive runs with the same
-    launch settings as one job (:func:`execute_many`); returns (run directory, code) per item, in order."""
+    launch settings as one job (:func:`execute_many`); returns (run directory, code) per item, in order. A job
+    cancelled by a signal to the launcher ends the batch: the runs of later jobs are marked failed, not started, with
+    the signal's code."""
     cfgs = [c for c, _, _ in items]
     check_launch(cfgs)
     outs = [run_path(out or default_run_dir(c)) for c, out, _ in items]
@@ -144,4 +150,15 @@ def run_many(items: list[tuple[RunConfig, Path | None, Path | None]], force: boo
                 progress(f"[bench] job {k}/{len(groups)} ({len(g)} run(s) on {cfgs[g[0]].launch.hardware}): {names}")
             for i, code in zip(g, execute_many([cfgs[i] for i in g], [dirs[i] for i in g], echo=echo, env=env)):
                 codes[i] = code
+            signalled = max(codes[i] for i in g)
+            if signalled > 128:  # a signal to the launcher cancelled this job: cancel the whole batch, start no other
+                name = signal.Signals(signalled - 128).name
+                for later in groups[k:]:
+                    for i in later:
+                        mark_failed(dirs[i], f"not started: the launcher received {name} during job {k} of "
+                                    f"{len(groups)}; cancelled", root_cause=True, exit_code=signalled)
+                        codes[i] = signalled
+                print(f"[bench] {name}: {sum(len(x) for x in groups[k:])} run(s) of later jobs not started",
+                      file=sys.stderr)
+                break
         return list(zip(dirs, codes))

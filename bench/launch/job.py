@@ -31,7 +31,8 @@ from .terminate import Terminated, kill_job, signals_end_the_job
 
 
 def execute(cfg: RunConfig, run_dir: Path, echo: bool = True, env: dict | None = None) -> int:
-    """Run the job; returns 0 when it ended with an ``ok`` summary, else 1 (the run is marked failed)."""
+    """Run the job; returns 0 when it ended with an ``ok`` summary, else 1 (the run is marked failed), or 128 + the
+    signal's number when a signal to the launcher cancelled the job (a shell's convention: 143 for SIGTERM)."""
     return execute_many([cfg], [run_dir], echo=echo, env=env)[0]
 
 
@@ -44,8 +45,10 @@ def same_job(a: RunConfig, b: RunConfig) -> bool:
 def execute_many(cfgs: list[RunConfig], run_dirs: list[Path], echo: bool = True, env: dict | None = None) -> list[int]:
     """Run prepared runs with identical launch settings as one horovodrun job, one after the other (the start-up
     of horovodrun, Python and Horovod is paid once). Returns each run's code: 0 for an ``ok`` summary, else 1 (the
-    run is marked failed; the runs of the job that finished before a failure keep their results). The job's
-    time limit is the sum of the runs' ``timeout_s``."""
+    run is marked failed; the runs of the job that finished before a failure keep their results), or 128 + the
+    signal's number for a run that a signal to the launcher cancelled (SIGTERM, SIGHUP, SIGINT: what Slurm, DVC and a
+    terminal send; :func:`bench.launch.run_many` then starts no later job). The job's time limit is the sum of the
+    runs' ``timeout_s``."""
     if not cfgs or len(cfgs) != len(run_dirs):
         raise BenchError(f"execute_many: {len(cfgs)} configs for {len(run_dirs)} run directories")
     for c in cfgs[1:]:
@@ -76,7 +79,7 @@ def _execute_job(cfgs: list[RunConfig], run_dirs: list[Path], echo: bool, env: d
     tail: collections.deque = collections.deque(maxlen=60)
     evidence: list[str] = []  # horovodrun's lines on how each rank ended, all of them
     t0 = time.time()
-    reason, rc = None, 1
+    reason, rc, signalled = None, 1, 0
     tokens = {d: token_of(d) for d in run_dirs}  # the job's locks: a directory whose lock changes is no longer its
     with contextlib.ExitStack() as stack:
         try:
@@ -103,9 +106,9 @@ def _execute_job(cfgs: list[RunConfig], run_dirs: list[Path], echo: bool, env: d
         except subprocess.TimeoutExpired:
             reason = f"timeout: job still running after timeout_s={timeout_s:g} s; killed"
         except KeyboardInterrupt:
-            reason = "interrupted by the user (Ctrl-C)"
+            reason, signalled = "interrupted by the user (Ctrl-C)", signal.SIGINT
         except Terminated as e:
-            reason = f"the launcher received {e}: job cancelled"
+            reason, signalled = f"the launcher received {e}: job cancelled", e.signum
         if reason is None and rc < 0:  # horovodrun itself was killed: its ranks, in process groups of their own, live on
             reason = f"horovodrun (pid {proc.pid}) was killed by {signal.Signals(-rc).name}; its ranks were ended"
         if reason is not None:
@@ -113,11 +116,11 @@ def _execute_job(cfgs: list[RunConfig], run_dirs: list[Path], echo: bool, env: d
             rc = proc.wait()
         reader.join(timeout=10)
     over_ssh = emulated is not None or bool(cfg.launch.hostfile or cfg.launch.hosts)
-    return _settle(run_dirs, rc, reason, tail, t0, over_ssh, evidence, tokens)
+    return _settle(run_dirs, rc, reason, tail, t0, over_ssh, evidence, tokens, 128 + signalled if signalled else 1)
 
 
 def _settle(run_dirs: list[Path], rc: int, reason: str | None, tail, t0: float, over_ssh: bool,
-            evidence=(), tokens: dict | None = None) -> list[int]:
+            evidence=(), tokens: dict | None = None, failed_code: int = 1) -> list[int]:
     """After the job: each run's code (0: an ``ok`` summary, kept as it is); every other run is marked failed with
     the job's reason (cancelled, timed out, horovodrun's exit code and last error line, or no summary). A run
     directory that is no longer the job's (its lock's token not in ``tokens``) is left alone; one that cannot be
@@ -133,7 +136,7 @@ def _settle(run_dirs: list[Path], rc: int, reason: str | None, tail, t0: float, 
         if tokens is not None and not still_ours(run_dir, tokens[run_dir]):
             print(f"[bench] run FAILED: {why or 'job ended'}; nothing written to {str(run_dir)!r} (gone, or another "
                   f"run's now)", file=sys.stderr)
-            codes.append(1)
+            codes.append(failed_code)
             continue
         try:
             summary = read_json(summary_path) if summary_path.exists() else {}
@@ -149,7 +152,7 @@ def _settle(run_dirs: list[Path], rc: int, reason: str | None, tail, t0: float, 
         except OSError as e:
             why = f"{why}; its summary.json could not be written ({e.strerror or e})"
         print(f"[bench] run FAILED: {why} ({run_dir})", file=sys.stderr)
-        codes.append(1)
+        codes.append(failed_code)
     return codes
 
 

@@ -14,7 +14,11 @@ import psutil
 
 
 class Terminated(Exception):
-    """The launcher received SIGTERM, SIGHUP or SIGINT."""
+    """The launcher received SIGTERM, SIGHUP or SIGINT (``signum``; its name is the message)."""
+
+    def __init__(self, name: str, signum: int = 0):
+        super().__init__(name)
+        self.signum = signum
 
 
 @contextlib.contextmanager
@@ -24,7 +28,7 @@ def signals_end_the_job():
     shell without job control (``cmd &``, nohup) inherits SIGINT ignored, and Python then installs no handler of its
     own, so a Ctrl-C or a ``kill -INT`` of its process group left the job running."""
     def handler(signum, frame):
-        raise Terminated(signal.Signals(signum).name)
+        raise Terminated(signal.Signals(signum).name, signum)
 
     previous = {}
     try:

@@ -82,6 +82,40 @@ def test_signal_to_the_launchers_group_ends_every_process_and_marks_the_run_fail
     assert (earlier / "summary.json").read_text() == '{"status": "ok"}\n'
 
 
+BATCH = """
+import sys
+from pathlib import Path
+from bench import launch
+from bench.resolve import parse_set, resolve
+out = Path(sys.argv[1])
+cfgs = [resolve("sync", np=2, profile="tiny", overrides=parse_set(["max_steps=100000", "epochs=1000", "eval_every=0",
+        f"seed={s}"]), study="cancel", tag=f"s{s}") for s in (1, 2, 3)]
+done = launch.run_many([(c, out / c.tag, None) for c in cfgs], echo=False, max_runs_per_job=1, progress=None)
+sys.exit(max(rc for _, rc in done))
+"""
+
+
+def test_sigterm_to_a_batch_ends_its_job_and_starts_no_later_one(tmp_path):
+    """run_many over three one-run jobs (a study's run stage, advise-validation): SIGTERM during the first job cancels
+    it and the batch; the later runs are marked failed, not started, and the launcher exits 128 + 15."""
+    env = dict(os.environ, PYTHONPATH=str(REPO), BENCH_PROGRESS="0")
+    launcher = subprocess.Popen([sys.executable, "-c", BATCH, str(tmp_path)], cwd=REPO, env=env,
+                                start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    wait_for_steps(tmp_path / "s1")
+    os.killpg(launcher.pid, signal.SIGTERM)
+    out, _ = launcher.communicate(timeout=90)
+    assert launcher.returncode == 128 + signal.SIGTERM, out[-3000:]
+    assert "SIGTERM: 2 run(s) of later jobs not started" in out, out[-3000:]
+    assert not [p for d in ("s1", "s2", "s3") for p in job_processes(tmp_path / d)]
+    first = read_json(tmp_path / "s1" / "summary.json")
+    assert first["status"] == "failed" and first["reason"].startswith("the launcher received SIGTERM"), first
+    for later in ("s2", "s3"):
+        summary = read_json(tmp_path / later / "summary.json")
+        assert summary["status"] == "failed" and summary["reason"].startswith(
+            "not started: the launcher received SIGTERM during job 1 of 3"), summary
+        assert not list((tmp_path / later).glob("rank*.jsonl"))  # no rank of it ever ran
+
+
 def test_killed_launcher_is_noticed_by_the_ranks(tmp_path):
     run_dir = tmp_path / "orphaned"
     launcher = start(run_dir)
