@@ -37,7 +37,6 @@ import argparse
 import datetime
 import json
 import math
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -181,13 +180,22 @@ def forecast(s: dict) -> tuple[list[dict], float]:
 
 
 def _done(d: Path, sha: str) -> bool:
-    from ..results import read_json
+    from ..results import ResultsError, read_json
 
     try:
         return (read_json(d / "summary.json") or {}).get("status") == "ok" and \
             (read_json(d / "system.json") or {})["provenance"]["config_sha256"] == sha
-    except Exception:
+    except (OSError, ResultsError, KeyError, TypeError):  # absent, unreadable or without provenance: run it (again)
         return False
+
+
+def save_cost(cost: dict, path: Path) -> None:
+    """cost.csv: per scenario, the forecast's seconds and the measurement's (summed over resumptions)."""
+    import pandas as pd
+
+    from ..results import write_text_atomic
+
+    write_text_atomic(path, pd.DataFrame([{"id": i, **c} for i, c in cost.items()]).to_csv(index=False))
 
 
 def run() -> None:
@@ -209,15 +217,22 @@ def run() -> None:
             ranked, fc_s = forecast(s)
             pd.DataFrame(ranked).to_csv(fc_file, index=False)
             cost[s["id"]] = {"forecast_s": fc_s, "measure_s": 0.0}
+            save_cost(cost, cost_file)  # at once: a runner stopped during the scenario's runs keeps its timing
         if not todo:
             continue
         _progress(f"[{time.monotonic() - started:5.0f} s] scenario {k}/{len(every)} {s['id']}: {len(todo)} runs")
         t0 = time.monotonic()
         items = [(cfg, RUNS / s["id"] / name, plan_file(s, name)) for name, cfg in todo]
-        codes = run_many(items, force=True, echo=False, progress=_progress)
-        cost[s["id"]]["measure_s"] = float(cost[s["id"]].get("measure_s") or 0.0) + time.monotonic() - t0
-        pd.DataFrame([{"id": i, **c} for i, c in cost.items()]).to_csv(cost_file, index=False)
+        try:
+            codes = run_many(items, force=True, echo=False, progress=_progress)
+        finally:  # the minutes measured, even when the batch was cancelled (a resumption adds its own)
+            row = cost.setdefault(s["id"], {"forecast_s": math.nan, "measure_s": 0.0})
+            row["measure_s"] = float(row.get("measure_s") or 0.0) + time.monotonic() - t0
+            save_cost(cost, cost_file)
         failed = [str(d) for d, rc in codes if rc]
+        if any(rc > 128 for _, rc in codes):  # a signal to this process cancelled the batch (bench.launch.run_many)
+            raise BenchError(f"scenario {s['id']}: cancelled by a signal; {len(failed)} runs not complete; run again "
+                             f"to repeat only those")
         if failed:
             raise BenchError(f"scenario {s['id']}: {len(failed)} runs failed (first: {failed[0]}); run again to "
                              f"repeat only those")
@@ -242,7 +257,7 @@ def runs_table() -> "pd.DataFrame":
             r = load_run(d)
             if r.summary.get("status") != "ok":
                 continue
-            c = regimes.cell(r, accuracy, 5.0, reg)
+            c = regimes.cell(r, accuracy, math.nan, reg)  # no accuracy-at-budget here: no budget
             rows.append({"id": s["id"], "method": cfg.algorithm, "seed": cfg.train.seed, "np": s["np"],
                          "commit": ((r.system or {}).get("git") or {}).get("commit"),
                          **{k: c[k] for k in ("throughput", "time_to_target_s", "censored", "train_s",
@@ -255,11 +270,13 @@ def cells(runs: "pd.DataFrame", forecasts: dict[str, "pd.DataFrame"]) -> "pd.Dat
     forecast and its rank, and the forecast's error."""
     import pandas as pd
 
+    from .confirm import measured_time_to_target
+
     rows = []
     for (sid, m), g in runs.groupby(["id", "method"], sort=False):
         reached = g[~g["censored"].astype(bool)]["time_to_target_s"].tolist()
         fc = forecasts[sid].set_index("algorithm").loc[m]
-        med = statistics.median(reached) if len(reached) > len(g) / 2 else None
+        med = measured_time_to_target(reached, len(g))
         f_ttt = fc["time_to_target_s"] if pd.notna(fc["time_to_target_s"]) else None
         rows.append({"id": sid, "method": m, "seeds": len(g), "reached": len(reached),
                      "measured_time_to_target_s": med, "measured_throughput": float(g["throughput"].median()),
