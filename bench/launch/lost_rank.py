@@ -33,9 +33,13 @@ _PEER_CLOSED = re.compile(r"\[(\d+)\]<std(?:out|err)>:.*(?:Connection closed by 
                           r"\[([^\]]+)\]:\d+")  # gloo's transport, on a connection to ADDR
 
 
+_SHELL_KILLED = re.compile(r"^\[(\d+)\]<stderr>:Killed\s*$")  # the shell horovodrun starts a rank in: its child got SIGKILL
+
+
 def is_exit_evidence(line: str) -> bool:
     """A line of horovodrun's output that :func:`lost_rank` reads (kept whole, however long the job's log)."""
-    return bool(_EXIT_LINE.match(line) or _TERMINATING_LINE.match(line) or _PEER_CLOSED.search(line))
+    return bool(_EXIT_LINE.match(line) or _TERMINATING_LINE.match(line) or _PEER_CLOSED.search(line)
+                or _SHELL_KILLED.match(line))
 
 
 def lost_rank(lines, over_ssh: bool, hosts_by_rank: list[str] | None = None) -> tuple[int, str] | None:
@@ -54,12 +58,19 @@ def lost_rank(lines, over_ssh: bool, hosts_by_rank: list[str] | None = None) -> 
        peer's transport saw its connection close before horovodrun terminated anyone: the reason then says only
        that its connection closed first, not how it ended.
 
+    4. its exit code says killed and the shell that horovodrun started it in printed "Killed" (its child got SIGKILL)
+       before horovodrun terminated anyone: it was killed first, even where a peer's secondary error reached
+       horovodrun first (seen in CI under load: rank 1 "Killed", then "Process 0 exit ... 1", then rank 1's 137).
+
     Without per-process lines, horovodrun's "first process to do so was" is read as in case 1."""
     lines = list(lines)
-    exits, peers_saw, terminating = [], [], False
+    exits, peers_saw, terminating, killed_early = [], [], False, set()
     for line in lines:
         if _TERMINATING_LINE.match(line):
             terminating = True
+        elif m := _SHELL_KILLED.match(line):
+            if not terminating:
+                killed_early.add(int(m.group(1)))
         elif m := _EXIT_LINE.match(line):
             exits.append((int(m.group(1)), int(m.group(2)), not terminating))
         elif m := _PEER_CLOSED.search(line):
@@ -84,6 +95,10 @@ def lost_rank(lines, over_ssh: bool, hosts_by_rank: list[str] | None = None) -> 
             if before_termination or code == SSH_FAILED:
                 return rank, f"{why}, and rank {seen_by[rank]} saw its connection close first"
             late_signal.setdefault(rank, code)
+    for rank, code, _ in exits:
+        why = lost_rank_reason(code, over_ssh)
+        if why is not None and rank in killed_early:
+            return rank, why
     reported = {rank for rank, _, _ in exits}
     for rank, peer in seen_early.items():
         if peer not in reported:

@@ -156,3 +156,14 @@ def test_loaded_times_count_from_the_first_steps_start(tmp_path):
     assert (run.steps["t"] - run.steps["step_s"]).min() == pytest.approx(0.0)
     assert run.evals["t"].tolist() == pytest.approx([0.3 + 0.01 - 0.1])
     assert run.steps.loc[run.steps["rank"] == 1, "t"].tolist() == pytest.approx([0.03, 0.13, 0.23])
+
+
+def test_a_rank_its_shell_saw_killed_first_is_named_though_a_peer_was_reported_first():
+    """A local rank killed by SIGKILL: its shell prints "Killed" at once, but under load horovodrun may report the
+    peer's secondary failure first (CI, test_killed_worker_fails_the_run_without_hanging); a "Killed" printed only
+    after horovodrun began terminating is its own doing and names nobody."""
+    killed = "[1]<stderr>:Killed"
+    found = lost_rank([killed, EXIT.format(0, 1), TERMINATING.format(0), EXIT.format(1, 137)], over_ssh=False)
+    assert found == (1, "killed by signal 9 (exit code 137)"), found
+    assert lost_rank([EXIT.format(0, 1), TERMINATING.format(0), killed, EXIT.format(1, 137)], over_ssh=False) is None
+    assert lost_rank([killed, EXIT.format(0, 1), TERMINATING.format(0), EXIT.format(1, 1)], over_ssh=False) is None
