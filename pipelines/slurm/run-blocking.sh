@@ -51,14 +51,35 @@ if [[ ${#log[@]} -gt 0 ]]; then
 else
   echo "Submitted batch job ${job}"
 fi
-trap 'scancel "${job}" 2>/dev/null || true; trap - TERM INT; kill -TERM $$' TERM INT
+errors="$(mktemp "${TMPDIR:-/tmp}/run-blocking.XXXXXX")"
+trap 'rm -f "${errors}"' EXIT
+trap 'scancel "${job}" 2>/dev/null || true; rm -f "${errors}"; trap - TERM INT; kill -TERM $$' TERM INT
+# ask COMMAND...: sets `answer` to a Slurm query's output about the job. A controller that does not answer (busy or
+# restarting under load: the query fails with "Socket timed out on send/recv operation" or "Unable to contact slurm
+# controller", and prints nothing) is asked again every 5 s for up to 5 minutes: an empty answer is never taken from a
+# failed query (that read a running job as ended). "Invalid job id" is an answer: the controller has forgotten the
+# job (MinJobAge after it ended).
+ask() {
+  local waited=0
+  until answer="$("$@" 2>"${errors}")"; do
+    if grep -q "Invalid job id" "${errors}"; then answer=""; return 0; fi
+    if (( waited >= 300 )); then
+      echo "run-blocking.sh: the Slurm controller has not answered '$*' for ${waited} s ($(tail -n 1 "${errors}"));" \
+           "job ${job} is left as it is (squeue -j ${job} once the controller answers)" >&2
+      exit 1
+    fi
+    sleep 5 & wait $!
+    waited=$(( waited + 5 ))
+  done
+}
 # squeue lists the job until it has ended on every node (states PD, R, CG); then its record says how it ended
 wait_s=1
-while [[ -n "$(squeue -h -j "${job}" -o %t 2>/dev/null)" ]]; do
+while ask squeue -h -j "${job}" -o %t; [[ -n "${answer}" ]]; do
   sleep "${wait_s}" & wait $!
   wait_s=$(( wait_s < 8 ? wait_s * 2 : 10 ))
 done
-record="$(scontrol -o show job "${job}" 2>/dev/null || true)"
+ask scontrol -o show job "${job}"
+record="${answer}"
 state="$(sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p' <<< "${record}")"
 code="$(sed -n 's/.* ExitCode=\([0-9]*\):\([0-9]*\).*/\1 \2/p' <<< "${record}")"
 read -r status signal <<< "${code:-1 0}"

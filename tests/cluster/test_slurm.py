@@ -12,6 +12,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -104,6 +105,11 @@ def job_hostfiles(repo: Path) -> list[Path]:
     return sorted((repo / "pipelines" / "hosts").glob("slurm*.txt"))
 
 
+def unfinished_output(proc: subprocess.Popen) -> str:
+    """What run-blocking.sh has printed, if it has ended (read to its end), with its exit code."""
+    return f"exit {proc.returncode}: {proc.stdout.read()}" if proc.poll() is not None else "(still running)"
+
+
 def squeue() -> str:
     return subprocess.run(["squeue", "-h", "-o", "%i %T"], env=dict(os.environ, SLURM_CONF=f"{SLURM_DIR}/slurm.conf"),
                           capture_output=True, text=True, timeout=30).stdout.strip()
@@ -177,7 +183,7 @@ def test_scancel_ends_every_process_and_fails_the_run(repo):
     t0 = time.time()
     try:
         while not all((out / f"rank{r}.jsonl").exists() and (out / f"rank{r}.jsonl").stat().st_size for r in (0, 1)):
-            assert proc.poll() is None and time.time() - t0 < 180, "the job did not start"
+            assert proc.poll() is None and time.time() - t0 < 180, f"the job did not start:\n{unfinished_output(proc)}"
             time.sleep(0.5)
         job = squeue().split()[0]
         subprocess.run(["scancel", job], env=dict(os.environ, SLURM_CONF=f"{SLURM_DIR}/slurm.conf"), check=True, timeout=30)
@@ -215,6 +221,41 @@ def test_an_allocation_larger_than_the_run_runs_it(repo):
     assert system["hosts_by_rank"] == ["dbemu-h0", "dbemu-h0"]  # the first node's 2 slots
     command = system["launch_command"]
     assert command[command.index("-H") + 1] == "dbemu-h0:2"
+
+
+def test_a_controller_that_does_not_answer_for_a_while_does_not_end_the_wait(repo):
+    """slurmctld stopped (SIGSTOP) for 22 s while run-blocking.sh waits on a running job: its squeue fails after 20 s
+    ("Socket timed out on send/recv operation", nothing on stdout) and is asked again; the wait ends when the job has,
+    with the job's exit code. Before, a failed squeue read as "the job has ended": run-blocking.sh returned 1 while
+    the job ran on (a CI run under load, test_a_node_that_dies_fails_the_run_without_a_hang)."""
+    ctld = int((Path(SLURM_DIR) / "slurmctld.pid").read_text())
+    cmd = ["pipelines/slurm/run-blocking.sh", "--nodes=1", "--", "sh", "-c", "sleep 20; echo done"]
+    proc = subprocess.Popen(cmd, cwd=repo, env=env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        first = proc.stdout.readline()
+        job = re.search(r"Submitted batch job (\d+)", first).group(1)
+        t0 = time.time()
+        while f"{job} RUNNING" not in squeue():
+            assert proc.poll() is None and time.time() - t0 < 60, f"the job did not start:\n{unfinished_output(proc)}"
+            time.sleep(0.5)
+        os.kill(ctld, signal.SIGSTOP)
+        try:
+            time.sleep(22)
+            assert proc.poll() is None, f"the wait ended while the controller did not answer:\n{unfinished_output(proc)}"
+        finally:
+            os.kill(ctld, signal.SIGCONT)
+        output, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.kill(ctld, signal.SIGCONT)
+            proc.kill()
+    assert proc.returncode == 0, first + output
+    log = job_log(repo, subprocess.CompletedProcess(cmd, 0, first, ""))
+    assert log.strip() == "done", log
+    assert squeue() == ""
+    nodes = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %t"], env=dict(os.environ, SLURM_CONF=f"{SLURM_DIR}/slurm.conf"),
+                           capture_output=True, text=True, timeout=30).stdout.strip().split("\n")
+    assert sorted(nodes) == ["dbemu-h0 idle", "dbemu-h1 idle"], nodes  # the stall cost no node
 
 
 def test_two_jobs_from_one_checkout_each_run_on_their_own_node(repo):
@@ -296,7 +337,7 @@ def test_a_node_that_dies_fails_the_run_without_a_hang(repo):
     t0 = time.time()
     try:
         while not all((out / f"rank{r}.jsonl").exists() and (out / f"rank{r}.jsonl").stat().st_size for r in (0, 1)):
-            assert proc.poll() is None and time.time() - t0 < 180, "the job did not start"
+            assert proc.poll() is None and time.time() - t0 < 180, f"the job did not start:\n{unfinished_output(proc)}"
             time.sleep(0.5)
         needle, slurmd = str(out / "config.json"), f"slurmd -N dbemu-h1 -f {SLURM_DIR}/slurm.conf"
         h1 = subprocess.run(["ip", "netns", "pids", "dbemu-h1"], capture_output=True, text=True).stdout.split()
