@@ -60,16 +60,15 @@ trap 'scancel "${job}" 2>/dev/null || true; rm -f "${errors}"; trap - TERM INT; 
 # failed query (that read a running job as ended). "Invalid job id" is an answer: the controller has forgotten the
 # job (MinJobAge after it ended).
 ask() {
-  local waited=0
+  local since=${SECONDS}  # the queries' own time-outs (20 s each) count too, not only the pauses between them
   until answer="$("$@" 2>"${errors}")"; do
     if grep -q "Invalid job id" "${errors}"; then answer=""; return 0; fi
-    if (( waited >= 300 )); then
-      echo "run-blocking.sh: the Slurm controller has not answered '$*' for ${waited} s ($(tail -n 1 "${errors}"));" \
-           "job ${job} is left as it is (squeue -j ${job} once the controller answers)" >&2
+    if (( SECONDS - since >= 300 )); then
+      echo "run-blocking.sh: the Slurm controller has not answered '$*' for $(( SECONDS - since )) s" \
+           "($(tail -n 1 "${errors}")); job ${job} is left as it is (squeue -j ${job} once the controller answers)" >&2
       exit 1
     fi
     sleep 5 & wait $!
-    waited=$(( waited + 5 ))
   done
 }
 # squeue lists the job until it has ended on every node (states PD, R, CG); then its record says how it ended
