@@ -19,7 +19,9 @@ values), far below what would exhaust the interpreter or the terminal.
 
 from __future__ import annotations
 
+import copy
 import re
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -156,9 +158,34 @@ def read_mapping(path: Path) -> dict:
         raise BenchError(f"{path}: not UTF-8 text (byte {e.start}: {e.reason})") from None
     except OSError as e:
         raise BenchError(f"{path}: cannot read ({e.strerror})") from None
-    data = load_text(text, str(path))
+    return copy.deepcopy(_parsed_mapping(text, str(path)))
+
+
+_PARSED: OrderedDict[tuple[str, str], dict] = OrderedDict()
+"""Parsed mappings kept, newest last: the performance model resolves some 800 configurations, each reading
+params.yaml and a hardware file, and parsing them each time was most of ``bench predict``'s time outside its
+simulations."""
+_PARSED_MAX = 64
+"""Most files kept."""
+_KEPT_CHARS = 64 * 1024
+"""Longest text kept (the suite's own files are under 10 kB; a larger one is parsed every time)."""
+
+
+def _parsed_mapping(text: str, where: str) -> dict:
+    """The mapping of ``text`` as :func:`read_mapping` returns it, kept by (``where``, the text itself): a file that
+    changes is parsed again; a refusal is never kept. Callers get a copy (the kept value is never handed out)."""
+    key = (where, text)
+    if key in _PARSED:
+        _PARSED.move_to_end(key)
+        return _PARSED[key]
+    data = load_text(text, where)
     if data is None:
-        return {}
+        data = {}
     if not isinstance(data, dict):
-        raise BenchError(f"{path}: expected a mapping at the top level, got {type(data).__name__}")
+        raise BenchError(f"{where}: expected a mapping at the top level, got {type(data).__name__}")
+    if len(text) > _KEPT_CHARS:
+        return data
+    _PARSED[key] = data
+    if len(_PARSED) > _PARSED_MAX:
+        _PARSED.popitem(last=False)
     return data

@@ -37,6 +37,20 @@ BACKWARD_SHARE = 2 / 3
 """Share of a step's compute that is the backward pass (about twice the forward's FLOPs): what an allreduce started
 from the gradients' hooks can hide behind."""
 
+SERVER_STEPS = 1200
+"""Local steps a worker plays in a parameter server's queue (at least 60 windows of its local steps)."""
+SERVER_WORKER_WINDOWS = 38_400
+"""Most worker-windows played in one parameter-server queue: past 32 workers each plays fewer windows (at 256
+workers, 150 each). The queue settles into its round robin within its ten warm-up windows: the published forecasts
+at 64-256 workers moved by at most 0.14 % when this cap came in, no winner changed, and ``bench predict``'s
+forecasts took 70 s instead of 152 (tests/single/test_predict.py checks a saturated server at 256 workers)."""
+
+
+def server_windows(window: int, n: int) -> int:
+    """Windows each of ``n`` workers plays in :func:`bench.predict.queue.simulate_server` (``window`` local steps
+    each): :data:`SERVER_STEPS` local steps, at least 60 windows, at most :data:`SERVER_WORKER_WINDOWS` in all."""
+    return max(60, min(SERVER_STEPS // window, SERVER_WORKER_WINDOWS // n))
+
 
 @dataclass
 class Prediction:
@@ -259,7 +273,7 @@ class Model:
         server_share = (cfg.launch.cpu_per_host or 1.0) * k["eta"] if hw.emulated else hw.host_cores
         bw, lat = shared_link(hw, n + 1, lambda g: 1.0)  # every visit comes through the server's own link: its queue
         res = simulate_server(clients, visits, bw, hw.ps_kappa, lat, server_share, k["cfs_period_s"],
-                              windows=max(60, 1200 // window))
+                              windows=server_windows(window, n))
         thr = sum(wl.batch / s for s in res.step_s)
         per_worker = [(cp, cm, 0.0) for cp, cm in zip(res.compute_s, res.comm_s)]
         bound = "server" if res.server_busy > 0.9 else ("cpu" if shares[0] else "compute")

@@ -72,6 +72,8 @@ def simulate_server(clients: list[Client], visits: list[Visit], bytes_per_s: flo
 
     def window(w: int, t: float) -> float:
         c = clients[w]
+        if not hosts[w].share and not c.jitter_s:  # no quota, no pauses: the steps add up
+            return t + c.steps * (max(c.step_cpu_s, 0.0) + c.sleep_s)
         for _ in range(c.steps):
             t = hosts[w].run(t, c.step_cpu_s) + c.sleep_s + (rng.expovariate(1 / c.jitter_s) if c.jitter_s else 0.0)
         return t

@@ -98,6 +98,26 @@ def test_yaml_integers_are_read_as_yaml_1_2_reads_them():
         resolve("sync", profile="tiny", overrides=parse_set(["epochs=1_000"]), check=False)
 
 
+
+def test_a_yaml_file_read_again_is_its_current_text_and_a_caller_cannot_change_what_others_read(tmp_path):
+    """read_mapping keeps parsed files (bench predict reads params.yaml some 800 times): a file rewritten between two
+    reads is read anew, a refusal is refused again, and changing a returned mapping changes nothing for the next."""
+    from bench.yamlfile import read_mapping
+
+    f = tmp_path / "p.yaml"
+    f.write_text("a: {b: 1}\n")
+    first = read_mapping(f)
+    first["a"]["b"] = 99
+    assert read_mapping(f) == {"a": {"b": 1}}
+    f.write_text("a: {b: 2}\n")
+    assert read_mapping(f) == {"a": {"b": 2}}
+    f.write_text("a: 1\na: 2\n")
+    for _ in range(2):
+        with pytest.raises(BenchError, match="p.yaml:2"):
+            read_mapping(f)
+    f.write_text("a: {b: 2}\n")
+    assert read_mapping(f) == {"a": {"b": 2}}
+
 def test_config_json_rejects_unknown_keys():
     d = resolve("sync").to_dict()
     d["train"]["learning_rate"] = 0.1

@@ -94,6 +94,23 @@ def test_parameter_server_with_idle_server_lets_workers_run_at_their_own_pace():
     assert all(s == pytest.approx(0.01, rel=0.01) for s in res.step_s)
 
 
+
+def test_capping_a_large_servers_windows_moves_its_throughput_by_a_fraction_of_a_percent():
+    """At 256 workers a parameter server's queue plays 150 windows a worker (server_windows), not 1,200: the
+    throughput it settles at is the same within 0.5 %, the round robin's staleness too (its warm-up is 10 windows)."""
+    from bench.predict.model import SERVER_STEPS, server_windows
+
+    n = 256
+    assert server_windows(1, 32) == SERVER_STEPS and server_windows(1, n) == 150 and server_windows(64, n) == 60
+    clients = [Client(1, 0.05, None, jitter_s=0.002) for _ in range(n)]
+    visits = [Visit(4e5, 4e5, 3e-4, 1e-4)]
+    full = simulate_server(clients, visits, 1e10, 0.5, 1e-5, None, 0.1, windows=SERVER_STEPS)
+    capped = simulate_server(clients, visits, 1e10, 0.5, 1e-5, None, 0.1, windows=server_windows(1, n))
+    rate = lambda r: sum(1 / s for s in r.step_s)  # noqa: E731
+    assert full.server_busy > 0.9  # saturated: the regime of the forecasts at 64-256 workers
+    assert rate(capped) == pytest.approx(rate(full), rel=0.005)
+    assert capped.mean_staleness == pytest.approx(full.mean_staleness, rel=0.02)
+
 def test_cfs_host_throttles_a_burst_longer_than_its_budget():
     host = CfsHost(0.5, 0.1, phase=0.0)
     assert host.run(0.0, 0.08) == pytest.approx(0.13)  # 50 ms in the first period, the rest after it

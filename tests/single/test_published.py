@@ -1,6 +1,7 @@
 """One source per published number (issue 49 item 2): ``study publish`` copies what the study's stages wrote (a study
 with companions gathers their claims in its own analysis), the studies a study file says are published are the ones
-docs/results holds and the ones dvc.yaml's predict stage and bench/predict read, and docs/results stays small."""
+docs/results holds and the ones the predict pipeline (pipelines/predict/dvc.yaml) and bench/predict read, and
+docs/results stays small."""
 
 from __future__ import annotations
 
@@ -76,15 +77,15 @@ def test_the_studies_marked_published_are_those_docs_results_holds():
 
 
 def test_the_predict_stage_depends_on_what_bench_predict_reads():
-    """dvc.yaml's predict stage lists the published tables and study files of exactly the studies bench/predict reads
-    (``published: predict``): a study that joins the model re-runs the stage."""
-    deps = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]["predict"]["deps"]
+    """The predict pipeline (pipelines/predict/dvc.yaml) lists the published tables and study files of exactly the
+    studies bench/predict reads (``published: predict``): a study that joins the model re-runs the stage."""
+    deps = yaml.safe_load((REPO / "pipelines" / "predict" / "dvc.yaml").read_text())["stages"]["predict"]["deps"]
     studies = predict_studies()
     assert studies
     tables = {d.split("/")[2] for d in deps if d.startswith("docs/results/") and d.endswith("/tables")}
     files = {Path(d).stem for d in deps if d.startswith("pipelines/studies/")}
-    assert tables == set(studies), f"dvc.yaml predict deps on docs/results/<study>/tables: {sorted(tables ^ set(studies))}"
-    assert files == set(studies), f"dvc.yaml predict deps on pipelines/studies/<study>.yaml: {sorted(files ^ set(studies))}"
+    assert tables == set(studies), f"pipelines/predict/dvc.yaml deps on docs/results/<study>/tables: {sorted(tables ^ set(studies))}"
+    assert files == set(studies), f"pipelines/predict/dvc.yaml deps on pipelines/studies/<study>.yaml: {sorted(files ^ set(studies))}"
 
 
 def test_docs_results_in_git_stays_under_15_mb():
