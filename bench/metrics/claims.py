@@ -39,8 +39,12 @@ VERDICTS = ("reproduced", "not reproduced", "inconclusive", "not testable here")
 
 PUBLISHED = "the regimes study on the emulated cluster tests it: docs/results/regimes/tables/claims.csv"
 """Where a claim that a study cannot test is tested (the published regimes study's verdicts)."""
+LOO_COLUMNS = ["loo_low", "loo_high"]
+"""The range of the deciding bound with one repeat (seed) left out at a time: the deciding test's ``ci_low`` where its
+effect is at or above the rule's threshold (what must stay above it), its ``ci_high`` otherwise. A verdict whose
+range crosses the threshold hangs on one seed. Added 2026-11-29: tables analysed before lack them."""
 COLUMNS = ["source", "claim", "quote", "workload", "effect", "ci_low", "ci_high", "interval_method", "n", "rule",
-           "registration", "verdict", "tests", "evidence"]
+           "registration", "verdict", "tests", "evidence", *LOO_COLUMNS]
 
 
 @dataclass(frozen=True)
@@ -266,15 +270,41 @@ def tests(rule: Rule, cells: pd.DataFrame) -> pd.DataFrame:
                 sub = g[g["algorithm"] == subject]
                 if sub.empty:
                     continue
-                both = sub.merge(ref, on="repeat", suffixes=("", "_ref"))
-                r = censored_ratio(both, rule.metric, rule.threshold) if rule.metric == "time_to_target_s" else \
-                    paired_ratio(both[rule.metric], both[f"{rule.metric}_ref"], HIGHER_IS_BETTER.get(rule.metric, True),
-                                 rule.threshold)
+                r = _ratio(rule, sub.merge(ref, on="repeat", suffixes=("", "_ref")))
                 rows.append({**cell, "subject": subject, "reference": reference, "effect": r["effect"],
                              "ci_low": r["ci_low"], "ci_high": r["ci_high"], "n": r["n"], "ceiling": ceiling,
                              "p_support": r["p_above"], "p_contradict": r["p_below"],
                              **{k: r.get(k, 0) for k in ("censored", "censored_ref", "censored_both")}})
     return pd.DataFrame(rows, columns=cols)
+
+
+def _ratio(rule: Rule, both: pd.DataFrame) -> dict:
+    """The paired ratio of the rule's metric over ``both`` (a subject's rows merged with its reference's on the
+    repeat; a time to target with its censored runs, :func:`bench.metrics.stats.censored_ratio`)."""
+    if rule.metric == "time_to_target_s":
+        return censored_ratio(both, rule.metric, rule.threshold)
+    return paired_ratio(both[rule.metric], both[f"{rule.metric}_ref"], HIGHER_IS_BETTER.get(rule.metric, True),
+                        rule.threshold)
+
+
+def leave_one_out(rule: Rule, cells: pd.DataFrame, decide) -> tuple[float, float]:
+    """:data:`LOO_COLUMNS` of the deciding test ``decide`` (a row of :func:`tests`): its bound on the threshold's side
+    recomputed with each repeat left out in turn, (lowest, highest); NaN where no two pairs would remain."""
+    df = with_straggler_pace(cells) if rule.metric == "straggler_pace" else cells
+    at = np.ones(len(df), dtype=bool)
+    for key in CELL:
+        col, want = df[key], decide[key]
+        at &= (col.isna() if pd.isna(want) else col.astype(str) == str(want)).to_numpy()
+    g = df[at]
+    both = g[g["algorithm"] == decide["subject"]].merge(g[g["algorithm"] == decide["reference"]], on="repeat",
+                                                        suffixes=("", "_ref"))
+    side = "ci_low" if decide["effect"] >= rule.threshold else "ci_high"
+    bounds = []
+    for k in sorted(both["repeat"].unique()):
+        r = _ratio(rule, both[both["repeat"] != k])
+        if r["n"] >= 2 and math.isfinite(r[side]):  # a t-interval needs two pairs
+            bounds.append(r[side])
+    return (min(bounds), max(bounds)) if bounds else (math.nan, math.nan)
 
 
 def _cpu_note(rule: Rule, cells: pd.DataFrame) -> str:
@@ -350,8 +380,9 @@ def verdict(rule: Rule, cells: pd.DataFrame) -> dict:
     notes = f"; {int(above_ceiling.sum())} test(s) above the ceiling (measurement suspect)" if above_ceiling.any() else ""
     tested = set(t[CELL].astype(str).itertuples(index=False, name=None))  # the CPU of the cells the tests compared
     notes += _cpu_note(rule, cells[[k in tested for k in cells[CELL].astype(str).itertuples(index=False, name=None)]])
+    loo_low, loo_high = leave_one_out(rule, cells, decide)
     return {**row, "effect": decide["effect"], "ci_low": decide["ci_low"], "ci_high": decide["ci_high"],
-            "n": int(decide["n"]), "verdict": v,
+            "n": int(decide["n"]), "verdict": v, "loo_low": loo_low, "loo_high": loo_high,
             "evidence": f"{int(support.sum())} of {len(t)} tests support, {int(contradict.sum())} contradict "
                         f"(Holm){notes}: " + "; ".join(lines) + left_out}
 

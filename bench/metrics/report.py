@@ -92,15 +92,22 @@ def claims_lines(claims: pd.DataFrame, evidence: bool = False) -> list[str]:
     effect = "effect [95 % interval]"
     c = claims.assign(**{effect: [("x" + text) if (text := interval_text(e, lo, hi)) else ""
                                   for e, lo, hi in zip(claims["effect"], claims["ci_low"], claims["ci_high"])]})
+    loo = "deciding bound, one seed left out"
+    has_loo = "loo_low" in c and pd.to_numeric(c["loo_low"], errors="coerce").notna().any()
+    if has_loo:  # tables analysed before 2026-11-29 have no such columns (bench.metrics.claims.LOO_COLUMNS)
+        c[loo] = [f"[{lo:.2f}, {hi:.2f}]" if pd.notna(lo) and pd.notna(hi) else ""
+                  for lo, hi in zip(pd.to_numeric(c["loo_low"], errors="coerce"), pd.to_numeric(c["loo_high"], errors="coerce"))]
     registered = sorted({r for r in claims.get("registration", pd.Series(dtype=str)).astype(str) if r not in ("", "none", "nan")})
     how = (f"registered before the runs (registration {', '.join(f'`{r}`' for r in registered)}: "
            "`pipelines/registrations/`)" if registered else
            "not registered before these runs, so every verdict is `exploratory`")
     columns = ["source", "claim", *(["workload"] if "workload" in c and c["workload"].nunique() > 1 else []), "verdict",
-               effect, "n", "rule", *(["quote"] if "quote" in c else []), *(["evidence"] if evidence else [])]
+               effect, *([loo] if has_loo else []), "n", "rule", *(["quote"] if "quote" in c else []), *(["evidence"] if evidence else [])]
     return [f"Each claim is a rule of `bench/metrics/claims.py`, {how}: a paired ratio over the repeats (> 1 favours "
             "the claim) with its 95 % t-interval, judged on the cells with 3 or more repeats, Holm-corrected across "
-            "its tests; the quote is the sentence of the paper it tests (docs/statistics.md).", ""] + md_table(c, columns)
+            "its tests; the quote is the sentence of the paper it tests (docs/statistics.md)"
+            + ("; the deciding bound's range with one seed left out at a time shows a verdict that hangs on one seed"
+               if has_loo else "") + ".", ""] + md_table(c, columns)
 
 
 SUMMARY_COLUMNS = ["family", "algorithm", "np", "point", "hardware", "repeats", "samples/s", "speedup", "speedup over",

@@ -67,6 +67,22 @@ def test_claims_reproduced_inconclusive_not_reproduced_and_not_testable():
     assert by_source(dominated, "Vishnu et al. 2017")["verdict"] == "not testable here"
 
 
+
+def test_the_leave_one_seed_out_range_shows_a_verdict_that_hangs_on_one_seed():
+    """loo_low, loo_high: the deciding bound with each repeat left out. A clear effect keeps its lower bound above 1
+    whichever seed goes; one seed that carries the effect drags the range below 1 (the verdict is fragile)."""
+    steady = claims.claims(cells_frame({"delayed": 1.3, "layerwise": 1.3}, repeats=5), claims.select(["vishnu"]),
+                           registration=REG).iloc[0]
+    assert steady["verdict"] == "reproduced" and 1 < steady["loo_low"] <= steady["ci_low"] <= steady["loo_high"]
+    cells = cells_frame({"delayed": 1.02, "layerwise": 1.3}, repeats=5, sd=0.005)
+    lucky = (cells["algorithm"] == "delayed") & (cells["repeat"] == 0)
+    cells.loc[lucky, "throughput"] *= 1.25  # one seed carries delayed's whole effect
+    row = claims.claims(cells, claims.select(["vishnu"]), registration=REG).iloc[0]
+    assert row["effect"] > 1 and row["loo_low"] < 1 < row["loo_high"]
+    # what leave_one_out recomputes is what a table without that seed gives
+    without = claims.claims(cells[cells["repeat"] != 0], claims.select(["vishnu"]), registration=REG).iloc[0]
+    assert min(row["loo_low"], row["loo_high"]) <= without["ci_low"] <= max(row["loo_low"], row["loo_high"])
+
 def test_overlap_gain_above_its_ceiling_is_not_counted_as_support():
     # comm share 0.5: overlap gains at most 1/max(0.5, 0.5) = 2; a 3x "gain" is a measurement problem
     table = claims.claims(cells_frame({"delayed": 3.0, "layerwise": 3.0}, repeats=5), registration=REG)
@@ -97,12 +113,15 @@ def test_the_claims_table_is_rendered_once_for_the_report_the_regimes_notebook_a
 
     table = claims.claims(cells_frame({"delayed": 1.3, "layerwise": 1.25}, repeats=5), registration=REG)
     lines = claims_lines(table)
-    assert lines[2] == "| source | claim | verdict | effect [95 % interval] | n | rule | quote |"
+    assert lines[2] == "| source | claim | verdict | effect [95 % interval] | deciding bound, one seed left out | n | rule | quote |"
+    before = claims_lines(table.drop(columns=claims.LOO_COLUMNS))  # a table analysed before those columns
+    assert before[2] == "| source | claim | verdict | effect [95 % interval] | n | rule | quote |"
     assert "registration `ffffffffffff`" in lines[0]
     assert "every verdict is `exploratory`" in claims_lines(claims.claims(cells_frame({"delayed": 1.3}, repeats=5)))[0]
     vishnu = next(line for line in lines if line.startswith("| Vishnu et al. 2017 |"))
     row = by_source(table, "Vishnu et al. 2017")
-    assert f"| reproduced | x{row['effect']:.2f} [{row['ci_low']:.2f}, {row['ci_high']:.2f}] | 5 |" in vishnu
+    assert (f"| reproduced | x{row['effect']:.2f} [{row['ci_low']:.2f}, {row['ci_high']:.2f}] | "
+            f"[{row['loo_low']:.2f}, {row['loo_high']:.2f}] | 5 |") in vishnu
     assert claims_lines(table, evidence=True)[2].endswith("| rule | quote | evidence |")
     untestable = claims_lines(claims.claims(cells_frame({}, repeats=1), registration=REG))
     assert len(untestable) == 1 and "every claim is `not testable here` (Vishnu et al. 2017 / LASGD" in untestable[0]
