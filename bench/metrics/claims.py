@@ -42,7 +42,8 @@ PUBLISHED = "the regimes study on the emulated cluster tests it: docs/results/re
 LOO_COLUMNS = ["loo_low", "loo_high"]
 """The range of the deciding bound with one repeat (seed) left out at a time: the deciding test's ``ci_low`` where its
 effect is at or above the rule's threshold (what must stay above it), its ``ci_high`` otherwise. A verdict whose
-range crosses the threshold hangs on one seed. Added 2026-11-29: tables analysed before lack them."""
+range crosses the threshold hangs on one seed; NaN where the deciding test has 3 pairs (none to spare). Added
+2026-11-29: tables analysed before lack them."""
 COLUMNS = ["source", "claim", "quote", "workload", "effect", "ci_low", "ci_high", "interval_method", "n", "rule",
            "registration", "verdict", "tests", "evidence", *LOO_COLUMNS]
 
@@ -289,7 +290,8 @@ def _ratio(rule: Rule, both: pd.DataFrame) -> dict:
 
 def leave_one_out(rule: Rule, cells: pd.DataFrame, decide) -> tuple[float, float]:
     """:data:`LOO_COLUMNS` of the deciding test ``decide`` (a row of :func:`tests`): its bound on the threshold's side
-    recomputed with each repeat left out in turn, (lowest, highest); NaN where no two pairs would remain."""
+    recomputed with each repeat left out in turn, (lowest, highest); NaN where fewer than :data:`MIN_N` pairs would
+    remain (no interval: a verdict on 3 pairs has no seed to spare)."""
     df = with_straggler_pace(cells) if rule.metric == "straggler_pace" else cells
     at = np.ones(len(df), dtype=bool)
     for key in CELL:
@@ -302,7 +304,7 @@ def leave_one_out(rule: Rule, cells: pd.DataFrame, decide) -> tuple[float, float
     bounds = []
     for k in sorted(both["repeat"].unique()):
         r = _ratio(rule, both[both["repeat"] != k])
-        if r["n"] >= 2 and math.isfinite(r[side]):  # a t-interval needs two pairs
+        if r["n"] >= MIN_N and math.isfinite(r[side]):
             bounds.append(r[side])
     return (min(bounds), max(bounds)) if bounds else (math.nan, math.nan)
 

@@ -95,8 +95,9 @@ def claims_lines(claims: pd.DataFrame, evidence: bool = False) -> list[str]:
     loo = "deciding bound, one seed left out"
     has_loo = "loo_low" in c and pd.to_numeric(c["loo_low"], errors="coerce").notna().any()
     if has_loo:  # tables analysed before 2026-11-29 have no such columns (bench.metrics.claims.LOO_COLUMNS)
-        c[loo] = [f"[{lo:.2f}, {hi:.2f}]" if pd.notna(lo) and pd.notna(hi) else ""
-                  for lo, hi in zip(pd.to_numeric(c["loo_low"], errors="coerce"), pd.to_numeric(c["loo_high"], errors="coerce"))]
+        c[loo] = [f"[{lo:.2f}, {hi:.2f}]" if pd.notna(lo) and pd.notna(hi) else "n/a" if pd.notna(e) else ""
+                  for e, lo, hi in zip(c["effect"], pd.to_numeric(c["loo_low"], errors="coerce"),
+                                       pd.to_numeric(c["loo_high"], errors="coerce"))]
     registered = sorted({r for r in claims.get("registration", pd.Series(dtype=str)).astype(str) if r not in ("", "none", "nan")})
     how = (f"registered before the runs (registration {', '.join(f'`{r}`' for r in registered)}: "
            "`pipelines/registrations/`)" if registered else
