@@ -9,11 +9,13 @@ Every run records, in ``system.json`` ``provenance`` (:func:`provenance`, writte
 starts): the SHA-256 of its ``config.json``, and the registration of its study as it was then (the file's SHA-256
 and whether git had it committed and unmodified), beside ``git`` (the commit and whether the tracked tree was dirty).
 :func:`judged` says of one run whether a verdict may use it, and why not (made before the registration, under another
-one, from a dirty tree, or a cell the registration does not list: exploratory).
+one, from a dirty tree, from code other than the registration's ``code_commit``, or a cell the registration does not
+list: exploratory).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import subprocess
 from pathlib import Path
@@ -21,6 +23,7 @@ from pathlib import Path
 from . import short
 from .layout import REPO_ROOT
 from .results import ResultsError, check_regular, read_json_object
+from .yamlfile import read_mapping
 
 def path(study: str, root: Path = REPO_ROOT) -> Path:
     """Where a study's registration lives (committed, one JSON file per study)."""
@@ -68,10 +71,32 @@ def provenance(study: str, config_path: Path, root: Path = REPO_ROOT) -> dict:
     return {"config_sha256": sha256(config_path), "registration": reg}
 
 
-def judged(system: dict, registration: dict | None) -> str:
+def run_code(algorithm: str | None, root: Path = REPO_ROOT) -> list[str]:
+    """What a run of ``algorithm`` executes, as dvc.yaml's ``run`` stage lists it (its one list, which
+    tests/single/test_pipeline_spec.py checks against the modules a run imports): the files and folders under bench/
+    and notebooks/ (the algorithm's own module only where ``algorithm`` is known)."""
+    deps = read_mapping(Path(root) / "dvc.yaml")["stages"]["run"]["deps"]
+    own = "bench/algorithms/${item.algorithm}.py"
+    return [own.replace("${item.algorithm}", algorithm) if d == own else d for d in deps
+            if d.startswith(("bench/", "notebooks/")) and (d != own or algorithm)]
+
+
+@functools.lru_cache(maxsize=256)
+def code_changed(since: str, at: str, algorithm: str | None, root: str = str(REPO_ROOT)) -> tuple[str, ...] | None:
+    """The files of :func:`run_code` that differ between commits ``since`` and ``at`` (git diff), None where git
+    here cannot compare them (a commit it does not have)."""
+    try:
+        p = _git("diff", "--name-only", since, at, "--", *run_code(algorithm, Path(root)), root=Path(root))
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return tuple(p.stdout.split()) if p.returncode == 0 else None
+
+
+def judged(system: dict, registration: dict | None, algorithm: str | None = None, root: Path = REPO_ROOT) -> str:
     """Why a run may not carry a verdict under ``registration`` (:func:`load`), or ``""`` where it may: never from a
-    dirty tree, nor before the registration was committed, nor under another registration; a cell the registration
-    does not list is ``exploratory``."""
+    dirty tree, nor before the registration was committed, nor under another registration, nor from code other than
+    the registration's (a file a run of ``algorithm`` executes, :func:`run_code`, changed between the registration's
+    ``code_commit`` and the run's commit); a cell the registration does not list is ``exploratory``."""
     prov = system.get("provenance") or {}
     reg = prov.get("registration") or {}
     if registration is None:
@@ -84,6 +109,14 @@ def judged(system: dict, registration: dict | None) -> str:
         return f"run under another registration ({str(reg.get('sha256'))[:12]})"
     if not reg.get("committed"):
         return "run before the registration was committed"
+    since, at = registration.get("code_commit"), (system.get("git") or {}).get("commit")
+    if since and at:  # a registration written before code_commit was recorded names no code to compare with
+        changed = code_changed(str(since), str(at), algorithm, str(root))
+        if changed is None:
+            return f"run at other code than the registration's: git here cannot compare {str(at)[:12]} with {str(since)[:12]}"
+        if changed:
+            return (f"run at other code than the registration's: {len(changed)} file(s) a run executes changed between "
+                    f"{str(since)[:12]} and {str(at)[:12]} ({', '.join(changed[:3])}{', ...' if len(changed) > 3 else ''})")
     if prov.get("config_sha256") not in {c["config_sha256"] for c in registration.get("cells", [])}:
         return "exploratory: a cell the registration does not list"
     return ""

@@ -104,7 +104,7 @@ def cell(run: Run, target: float, budget_s: float, registration: dict | None = N
             "slowest_worker_rate": tp["slowest_worker_rate"], "comm_share": comm / step_total if step_total else math.nan,
             "time_to_target_s": to_target, "censored": censored, "accuracy_at_budget": accuracy_after_time(run.evals, budget_s),
             "final_accuracy": run.summary.get("final_accuracy"), "mean_staleness": float(stale.mean()) if len(stale) else math.nan,
-            "train_s": run.summary.get("train_s"), "judged": judged(run.system or {}, registration),
+            "train_s": run.summary.get("train_s"), "judged": judged(run.system or {}, registration, run.label.get("algorithm")),
             "cpu_cores": (((run.system or {}).get("network") or {}).get("cpu") or {}).get("total_cores", math.nan)}
 
 

@@ -40,12 +40,12 @@ def runs_table(runs: list[Run], registered: dict | None = None) -> pd.DataFrame:
                      "status": r.status, "reason": r.summary.get("reason", ""), "wall_s": r.summary.get("wall_s"),
                      "git_commit": git.get("commit"), "dirty": git.get("dirty"), "config_hash": prov.get("config_sha256"),
                      "registration": ((prov.get("registration") or {}).get("sha256") or "")[:12],
-                     "judged": registration.judged(r.system, registered)})
+                     "judged": registration.judged(r.system, registered, r.label["algorithm"])})
     return pd.DataFrame(rows, columns=RUN_COLUMNS)  # the columns even without runs (a companion not run yet)
 
 
 REFUSED = ("run from a dirty tree", "run without a git record", "run before the registration",
-           "run under another registration")
+           "run under another registration", "run at other code than the registration's")
 """What makes ``publish`` refuse a registered study (its runs are judged): exploratory cells are published as such."""
 
 

@@ -62,3 +62,53 @@ def test_a_registered_companion_without_runs_yet_publishes_nothing_of_it_and_ref
     table = runs_table([], {"sha256": "0" * 64})
     assert list(table.columns) == RUN_COLUMNS and table.empty
     check_registered(load_study("regimes-lm"), table, {"sha256": "0" * 64})
+
+
+def test_a_run_at_code_other_than_its_registrations_is_refused_naming_the_changed_files(tmp_path):
+    """A registered study runs at its registration's code (issue 50: regimes-latency's runs ran 36-37 changed run files
+    after its code_commit). judged() compares the files a run executes (dvc.yaml's run stage) between the
+    registration's code_commit and the run's commit: a change elsewhere (a README, publishing) is allowed, a change to
+    a run module is refused and publish refuses the study; a commit git does not have is refused too."""
+    import shutil
+    import subprocess
+
+    import pandas as pd
+
+    from bench import BenchError
+    from bench.registration import judged
+    from bench.study.publish import check_registered
+    from bench.study.spec import load_study
+    from support import REPO
+
+    root = tmp_path / "repo"
+    (root / "bench" / "algorithms").mkdir(parents=True)
+    shutil.copy(REPO / "dvc.yaml", root / "dvc.yaml")
+    for f in ("bench/worker.py", "bench/algorithms/sync.py", "bench/algorithms/ddp.py", "README.md"):
+        (root / f).write_text("v1\n")
+
+    def commit(change: str | None = None) -> str:
+        if change:
+            (root / change).write_text((root / change).read_text() + "v2\n")
+        git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t"]
+        subprocess.run([*git, "init", "-q"], check=True)
+        subprocess.run([*git, "add", "-A"], check=True)
+        subprocess.run([*git, "commit", "-qm", change or "code"], check=True)
+        return subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+
+    registered, readme, other_algorithm, worker = commit(), commit("README.md"), commit("bench/algorithms/ddp.py"), \
+        commit("bench/worker.py")
+    reg = {"sha256": "a" * 64, "code_commit": registered, "cells": [{"config_sha256": "c" * 64}]}
+
+    def why(commit_: str, algorithm: str = "sync") -> str:
+        system = {"git": {"commit": commit_, "dirty": False},
+                  "provenance": {"config_sha256": "c" * 64, "registration": {"sha256": "a" * 64, "committed": True}}}
+        return judged(system, reg, algorithm, root)  # this repository's dvc.yaml and git
+
+    assert why(registered) == "" and why(readme) == ""  # the README is not run code
+    assert why(other_algorithm) == ""  # another algorithm's module: not what a sync run executes
+    assert why(other_algorithm, "ddp").startswith("run at other code than the registration's: 1 file(s)")
+    refused = why(worker)
+    assert "bench/worker.py" in refused and "1 file(s)" in refused
+    assert "cannot compare" in why("f" * 40)
+    with pytest.raises(BenchError, match="run at other code than the registration's"):
+        check_registered(load_study("regimes-lm"), pd.DataFrame({"run": ["r"], "judged": [refused]}), reg)
