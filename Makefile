@@ -16,7 +16,7 @@ $(STAMP): scripts/setup.sh scripts/setup-gpu.sh pyproject.toml
 
 # tests/cluster needs root (network namespaces); it installs openssh-server on first use (scripts/setup-cluster.sh)
 # and is skipped, with the reason printed (-rs), where it cannot run. Two pytest processes side by side
-# (scripts/test.sh: cluster + notebooks, parallel + single); test-serial runs them one after the other
+# (scripts/test.sh: cluster + notebooks, parallel + single + one DVC test); test-serial runs them one after the other
 test: setup
 	PY=$(PY) bash scripts/test.sh
 
