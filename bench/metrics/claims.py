@@ -389,15 +389,32 @@ def verdict(rule: Rule, cells: pd.DataFrame) -> dict:
                         f"(Holm){notes}: " + "; ".join(lines) + left_out}
 
 
+def not_as_registered(rule: Rule, registration: dict | None) -> str:
+    """Why ``rule`` is not the rule ``registration`` recorded (:func:`as_record`: every field and its text), or ``""``
+    where it is, or where there is no registration or it records no rules (a registration written before it did)."""
+    recorded = (registration or {}).get("claims")
+    if not isinstance(recorded, list):
+        return ""
+    now = as_record(rule)
+    same = [r for r in recorded if isinstance(r, dict) and (r.get("source"), r.get("claim")) == (rule.source, rule.claim)]
+    if not same:
+        return "the registration does not record this rule: its verdict is exploratory"
+    fields = sorted(k for k in set(now) | set(same[0]) if now.get(k) != same[0].get(k))
+    return (f"the rule differs from the registered one ({', '.join(fields)}): its verdict is exploratory"
+            if fields else "")
+
+
 def claims(cells: pd.DataFrame, rules: tuple[Rule, ...] | None = None, registration: dict | None = None) -> pd.DataFrame:
     """claims.csv: one row per rule and workload (:data:`COLUMNS`). Under a ``registration``
     (:func:`bench.registration.load`) only the runs it allows carry a verdict (the cells' ``judged`` is empty: clean,
     made under it after it was committed, in a cell it lists); the others are counted in the evidence. Without one,
-    every verdict is ``exploratory``: nothing shows that its rule was written before its runs."""
+    every verdict is ``exploratory``: nothing shows that its rule was written before its runs; nor where the rule is
+    not the one the registration recorded (:func:`not_as_registered`: a threshold or cell changed after the runs)."""
     rules = select("all") if rules is None else rules
     workloads = sorted(set(cells["workload"])) if "workload" in cells and not cells.empty else [""]
     rows = []
     for rule in rules:
+        changed = not_as_registered(rule, registration)
         for workload in workloads:
             sub = cells[cells["workload"] == workload] if workload else cells
             usable = sub[sub["judged"].fillna("") == ""] if registration is not None and "judged" in sub else sub
@@ -407,8 +424,10 @@ def claims(cells: pd.DataFrame, rules: tuple[Rule, ...] | None = None, registrat
             if len(usable) < len(sub):
                 reasons = sub.loc[sub["judged"].fillna("") != "", "judged"].value_counts()
                 row["evidence"] += "; not judged: " + ", ".join(f"{n} run(s) {why}" for why, n in reasons.items())
-            if registration is None and row["verdict"] != "not testable here":
+            if (registration is None or changed) and row["verdict"] != "not testable here":
                 row["verdict"] = f"exploratory: {row['verdict']}"
+            if changed:
+                row["evidence"] += f"; {changed}"
             rows.append(row)
     return pd.DataFrame(rows, columns=COLUMNS)
 

@@ -83,6 +83,23 @@ def test_the_leave_one_seed_out_range_shows_a_verdict_that_hangs_on_one_seed():
     without = claims.claims(cells[cells["repeat"] != 0], claims.select(["vishnu"]), registration=REG).iloc[0]
     assert min(row["loo_low"], row["loo_high"]) <= without["ci_low"] <= max(row["loo_low"], row["loo_high"])
 
+
+def test_a_rule_changed_after_its_registration_gives_an_exploratory_verdict_naming_what_changed():
+    """The registration records every rule it judges (as_record); a rule edited after the runs (a threshold lowered,
+    a cell added) or never recorded does not carry a registered verdict: exploratory, the changed fields named."""
+    import dataclasses
+
+    cells = cells_frame({"delayed": 1.3, "layerwise": 1.3}, repeats=5)
+    (vishnu,) = claims.select(["vishnu"])
+    reg = {**REG, "claims": [claims.as_record(vishnu)]}
+    assert claims.claims(cells, (vishnu,), registration=reg).iloc[0]["verdict"] == "reproduced"
+    edited = dataclasses.replace(vishnu, threshold=1.1)
+    row = claims.claims(cells, (edited,), registration=reg).iloc[0]
+    assert row["verdict"] == "exploratory: reproduced"
+    assert "the rule differs from the registered one (text, threshold)" in row["evidence"]
+    (lasgd,) = claims.select(["lasgd"])
+    assert "does not record this rule" in claims.claims(cells, (lasgd,), registration=reg).iloc[0]["evidence"]
+
 def test_overlap_gain_above_its_ceiling_is_not_counted_as_support():
     # comm share 0.5: overlap gains at most 1/max(0.5, 0.5) = 2; a 3x "gain" is a measurement problem
     table = claims.claims(cells_frame({"delayed": 3.0, "layerwise": 3.0}, repeats=5), registration=REG)
