@@ -118,8 +118,8 @@ class StudySpec:
     published: Literal["", "docs", "predict"] = ""
     """Where its results are published (``python -m bench study publish --to docs/results/<name>``): empty, not
     published; ``docs``, under docs/results/<name>/ for readers; ``predict``, there too and read by the performance
-    model (bench/predict/cells.py validates on its cells; dvc.yaml's predict stage depends on its published tables,
-    a declared input that no stage writes: tests/single/test_published.py ties the two)."""
+    model (bench/predict/cells.py validates on its cells; the predict stage of pipelines/predict/dvc.yaml depends on
+    its published tables, a declared input that no stage writes: tests/single/test_published.py ties the two)."""
 
 
 @dataclass
