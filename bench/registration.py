@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import re
 import subprocess
 from pathlib import Path
 
@@ -81,6 +82,10 @@ def run_code(algorithm: str | None, root: Path = REPO_ROOT) -> list[str]:
             if d.startswith(("bench/", "notebooks/")) and (d != own or algorithm)]
 
 
+COMMIT = re.compile(r"[0-9a-f]{7,64}")
+"""A commit id as git and system.json write it (hex, abbreviated or whole)."""
+
+
 @functools.lru_cache(maxsize=256)
 def code_changed(since: str, at: str, algorithm: str | None, root: str = str(REPO_ROOT)) -> tuple[str, ...] | None:
     """The files of :func:`run_code` that differ between commits ``since`` and ``at`` (git diff), None where git
@@ -111,6 +116,9 @@ def judged(system: dict, registration: dict | None, algorithm: str | None = None
         return "run before the registration was committed"
     since, at = registration.get("code_commit"), (system.get("git") or {}).get("commit")
     if since and at:  # a registration written before code_commit was recorded names no code to compare with
+        bad = [str(c) for c in (since, at) if not COMMIT.fullmatch(str(c))]
+        if bad:  # never handed to git as an option ("--output=...")
+            return f"run at other code than the registration's: {short(bad[0], 40)} is not a commit id"
         changed = code_changed(str(since), str(at), algorithm, str(root))
         if changed is None:
             return f"run at other code than the registration's: git here cannot compare {str(at)[:12]} with {str(since)[:12]}"

@@ -110,5 +110,7 @@ def test_a_run_at_code_other_than_its_registrations_is_refused_naming_the_change
     refused = why(worker)
     assert "bench/worker.py" in refused and "1 file(s)" in refused
     assert "cannot compare" in why("f" * 40)
+    assert why("--output=" + str(tmp_path / "written")).endswith("is not a commit id")  # never a git option
+    assert not (tmp_path / "written").exists()
     with pytest.raises(BenchError, match="run at other code than the registration's"):
         check_registered(load_study("regimes-lm"), pd.DataFrame({"run": ["r"], "judged": [refused]}), reg)
