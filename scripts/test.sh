@@ -3,9 +3,9 @@
 # machine busy alone (the emulated cluster's and DVC's tests wait on links, ssh and stage bookkeeping about half of
 # their time: 45 % CPU measured during tests/cluster). Stream 1: tests/cluster then tests/notebooks (the emulated
 # cluster has one user at a time: only this stream uses it); stream 2: tests/parallel then tests/single, then
-# tests/notebooks/test_dvc_run_ownership.py (3-minute DVC test that needs no cluster: it evens the two streams out,
-# tests/README.md), its output kept in a log and printed once stream 1 ends. The exit code is non-zero if either failed. PYTEST_ARGS is passed to
-# both (e.g. PYTEST_ARGS="-x"); `make test-single` etc. run one folder alone.
+# tests/notebooks/test_dvc_run_ownership.py (a 3-minute DVC test that needs no cluster: it evens the two streams out,
+# tests/README.md), its output kept in a log and printed once stream 1 ends. The exit code is non-zero if either
+# failed. PYTEST_ARGS is passed to both (e.g. PYTEST_ARGS="-x"); `make test-single` etc. run one folder alone.
 set -uo pipefail
 PY=${PY:-.venv/bin/python}
 LOG=$(mktemp "${TMPDIR:-/tmp}/distbench-test.XXXXXX")

@@ -279,6 +279,11 @@ def tests(rule: Rule, cells: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=cols)
 
 
+def _in_cells(cells: pd.DataFrame, keys: set[tuple[str, ...]]) -> pd.DataFrame:
+    """The rows of ``cells`` whose :data:`CELL` values, as text, are one of ``keys``."""
+    return cells[[k in keys for k in cells[CELL].astype(str).itertuples(index=False, name=None)]]
+
+
 def _ratio(rule: Rule, both: pd.DataFrame) -> dict:
     """The paired ratio of the rule's metric over ``both`` (a subject's rows merged with its reference's on the
     repeat; a time to target with its censored runs, :func:`bench.metrics.stats.censored_ratio`)."""
@@ -293,11 +298,7 @@ def leave_one_out(rule: Rule, cells: pd.DataFrame, decide) -> tuple[float, float
     recomputed with each repeat left out in turn, (lowest, highest); NaN where fewer than :data:`MIN_N` pairs would
     remain (no interval: a verdict on 3 pairs has no seed to spare)."""
     df = with_straggler_pace(cells) if rule.metric == "straggler_pace" else cells
-    at = np.ones(len(df), dtype=bool)
-    for key in CELL:
-        col, want = df[key], decide[key]
-        at &= (col.isna() if pd.isna(want) else col.astype(str) == str(want)).to_numpy()
-    g = df[at]
+    g = _in_cells(df, {tuple(pd.Series([decide[k] for k in CELL], dtype=object).astype(str))})
     both = g[g["algorithm"] == decide["subject"]].merge(g[g["algorithm"] == decide["reference"]], on="repeat",
                                                         suffixes=("", "_ref"))
     side = "ci_low" if decide["effect"] >= rule.threshold else "ci_high"
@@ -381,7 +382,7 @@ def verdict(rule: Rule, cells: pd.DataFrame) -> dict:
         v = "reproduced" if support.all() else "inconclusive"
     notes = f"; {int(above_ceiling.sum())} test(s) above the ceiling (measurement suspect)" if above_ceiling.any() else ""
     tested = set(t[CELL].astype(str).itertuples(index=False, name=None))  # the CPU of the cells the tests compared
-    notes += _cpu_note(rule, cells[[k in tested for k in cells[CELL].astype(str).itertuples(index=False, name=None)]])
+    notes += _cpu_note(rule, _in_cells(cells, tested))
     loo_low, loo_high = leave_one_out(rule, cells, decide)
     return {**row, "effect": decide["effect"], "ci_low": decide["ci_low"], "ci_high": decide["ci_high"],
             "n": int(decide["n"]), "verdict": v, "loo_low": loo_low, "loo_high": loo_high,

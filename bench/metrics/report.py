@@ -93,11 +93,13 @@ def claims_lines(claims: pd.DataFrame, evidence: bool = False) -> list[str]:
     c = claims.assign(**{effect: [("x" + text) if (text := interval_text(e, lo, hi)) else ""
                                   for e, lo, hi in zip(claims["effect"], claims["ci_low"], claims["ci_high"])]})
     loo = "deciding bound, one seed left out"
-    has_loo = "loo_low" in c and pd.to_numeric(c["loo_low"], errors="coerce").notna().any()
-    if has_loo:  # tables analysed before 2026-11-29 have no such columns (bench.metrics.claims.LOO_COLUMNS)
+    # tables analysed before 2026-11-29 have no such columns (bench.metrics.claims.LOO_COLUMNS)
+    lows, highs = (pd.to_numeric(c.get(k, pd.Series(math.nan, index=c.index)), errors="coerce")
+                   for k in ("loo_low", "loo_high"))
+    has_loo = lows.notna().any()
+    if has_loo:
         c[loo] = [f"[{lo:.2f}, {hi:.2f}]" if pd.notna(lo) and pd.notna(hi) else "n/a" if pd.notna(e) else ""
-                  for e, lo, hi in zip(c["effect"], pd.to_numeric(c["loo_low"], errors="coerce"),
-                                       pd.to_numeric(c["loo_high"], errors="coerce"))]
+                  for e, lo, hi in zip(c["effect"], lows, highs)]
     registered = sorted({r for r in claims.get("registration", pd.Series(dtype=str)).astype(str) if r not in ("", "none", "nan")})
     how = (f"registered before the runs (registration {', '.join(f'`{r}`' for r in registered)}: "
            "`pipelines/registrations/`)" if registered else

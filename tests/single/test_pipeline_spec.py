@@ -212,8 +212,8 @@ def pipeline_picture() -> list[str]:
         for s in stages:
             step[s] = max([step.get(a, 0) + 1 for a in stages if feeds(a, s)], default=0)
     alone = [s for s in stages if not any(feeds(a, s) or feeds(s, a) for a in stages)]
-    chain = [[s for s in stages if step[s] == k and s not in alone] for k in range(max(step.values()) + 1)]
     assert not alone, f"dvc.yaml stages that neither read nor feed another: {alone} (a pipeline of their own?)"
+    chain = [[s for s in stages if step[s] == k] for k in range(max(step.values()) + 1)]
     apart = yaml.safe_load((REPO / "pipelines" / "predict" / "dvc.yaml").read_text())["stages"]
     return [" -> ".join(", ".join(group) for group in chain if group),
             ", ".join(apart) + " (its own pipeline, the published studies: dvc repro pipelines/predict/dvc.yaml)"]

@@ -86,11 +86,12 @@ def test_a_run_at_code_other_than_its_registrations_is_refused_naming_the_change
     for f in ("bench/worker.py", "bench/algorithms/sync.py", "bench/algorithms/ddp.py", "README.md"):
         (root / f).write_text("v1\n")
 
+    git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+
     def commit(change: str | None = None) -> str:
         if change:
             (root / change).write_text((root / change).read_text() + "v2\n")
-        git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t"]
-        subprocess.run([*git, "init", "-q"], check=True)
         subprocess.run([*git, "add", "-A"], check=True)
         subprocess.run([*git, "commit", "-qm", change or "code"], check=True)
         return subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
