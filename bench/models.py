@@ -147,29 +147,54 @@ def build_model(cfg: TrainConfig, input_shape: tuple[int, ...], num_classes: int
                      f"resnet50, transformer")
 
 
-def footprint(cfg: TrainConfig, input_shape: tuple[int, ...], num_classes: int) -> tuple[int, int]:
-    """(parameters, activation values per sample) of the configured model, measured on PyTorch's meta device
-    (shapes only: no memory is allocated, nothing is computed): the outputs of every module of one forward pass of
-    one sample. Activations are 0 where a model's forward does not run on the meta device."""
+REAL_FORWARD_PARAMS = 16_000_000
+"""Models up to this many parameters (64 MB of float32 weights) are measured by a real forward pass of one sample on
+the CPU, in evaluation mode and without gradients (milliseconds); larger ones on PyTorch's meta device, whose first
+use imports its shape functions (about 2 s of a launch on 2 cores, measured 2026-11-29)."""
+
+
+def footprint(cfg: TrainConfig, input_shape: tuple[int, ...], num_classes: int,
+              real_up_to: int = REAL_FORWARD_PARAMS) -> tuple[int, int]:
+    """(parameters, activation values per sample) of the configured model: the outputs of every module of one forward
+    pass of one sample. The model is built on PyTorch's meta device (shapes only: nothing allocated) to count its
+    parameters; one of at most ``real_up_to`` parameters is then built on the CPU and run (same shapes, see
+    :data:`REAL_FORWARD_PARAMS`), a larger one runs on the meta device. Activations are 0 where a model's forward runs
+    on neither."""
     with torch.device("meta"):
         model = build_model(cfg, input_shape, num_classes)
-        params = sum(p.numel() for p in model.parameters())
-        outputs = [0]
+    params = sum(p.numel() for p in model.parameters())
+    if params <= real_up_to:
+        model = build_model(cfg, input_shape, num_classes)
+        activations = _outputs(model.eval(), cfg, input_shape, "cpu")
+        if activations is not None:
+            return params, activations
+        with torch.device("meta"):
+            model = build_model(cfg, input_shape, num_classes)
+    with torch.device("meta"):
+        activations = _outputs(model, cfg, input_shape, "meta")
+    return params, activations or 0
 
-        def count(module, args, out):
-            outputs[0] += sum(t.numel() for t in (out if isinstance(out, (tuple, list)) else [out])
-                              if isinstance(t, torch.Tensor))
 
-        hooks = [m.register_forward_hook(count) for m in model.modules()]
-        x = (torch.zeros((1, *input_shape), dtype=torch.long) if cfg.model == "transformer"
-             else torch.zeros((1, *input_shape)))
-        try:
+def _outputs(model: nn.Module, cfg: TrainConfig, input_shape: tuple[int, ...], device: str) -> int | None:
+    """Values output by ``model``'s modules in one forward pass of one sample on ``device``; None where it fails."""
+    outputs = [0]
+
+    def count(module, args, out):
+        outputs[0] += sum(t.numel() for t in (out if isinstance(out, (tuple, list)) else [out])
+                          if isinstance(t, torch.Tensor))
+
+    hooks = [m.register_forward_hook(count) for m in model.modules()]
+    x = torch.zeros((1, *input_shape), dtype=torch.long if cfg.model == "transformer" else torch.float32,
+                    device=device)
+    try:
+        with torch.no_grad():
             model(x)
-        except Exception:  # an operation without a meta kernel: parameters only
-            outputs[0] = 0
+    except Exception:  # an operation without a kernel on this device
+        return None
+    finally:
         for h in hooks:
             h.remove()
-    return params, outputs[0]
+    return outputs[0]
 
 
 def make_optimizer(cfg: TrainConfig, tensors) -> torch.optim.Optimizer:

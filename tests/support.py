@@ -26,11 +26,12 @@ def bench_cli(*args: str, timeout: float = 600, env: dict | None = None, cwd: Pa
 
 
 def horovodrun(np: int, script: Path, *args: str, timeout: float = 600, env: dict | None = None) -> subprocess.CompletedProcess:
-    """Run ``horovodrun -np N --gloo python SCRIPT ARGS`` (a real multi-process job)."""
-    from bench.system import horovodrun_path
+    """Run ``horovodrun -np N --gloo python SCRIPT ARGS`` (a real multi-process job) as the suite launches its jobs:
+    through ``python -m bench.launch.horovodrun``."""
+    from bench.system import horovodrun_launch
 
     full_env = dict(os.environ, PYTHONPATH=str(REPO), **(env or {}))
-    cmd = [horovodrun_path(), "-np", str(np), "-H", f"localhost:{np}", "--gloo", sys.executable, str(script), *args]
+    cmd = [*horovodrun_launch(), "-np", str(np), "-H", f"localhost:{np}", "--gloo", sys.executable, str(script), *args]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=full_env, cwd=str(REPO))
 
 

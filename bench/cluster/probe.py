@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 from ..layout import REPO_ROOT
-from ..system import horovodrun_path
+from ..system import horovodrun_launch
 from .hostfile import horovodrun_args, launch_settings
 
 MARK = "PROBE "
@@ -154,7 +154,7 @@ def run_job(st, np: int, mode_args: list[str], timeout: float = 300, server_host
     MODULE MODE_ARGS`` from the root namespace (``MODULE``: this one, or a benchmark printing the same ``PROBE``
     lines, :mod:`bench.perf.collectives`); (the PROBE records, the whole output)."""
     settings = launch_settings(st, np, server_host)
-    cmd = [horovodrun_path(), *horovodrun_args(settings), "--gloo", "--start-timeout", "60", sys.executable, "-m",
+    cmd = [*horovodrun_launch(), *horovodrun_args(settings), "--gloo", "--start-timeout", "60", sys.executable, "-m",
            module, *mode_args]
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), **settings["env"])
     proc = subprocess.run(cmd, check=False, capture_output=True, text=True, env=env, cwd=str(REPO_ROOT), timeout=timeout)

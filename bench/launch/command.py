@@ -14,7 +14,7 @@ from ..cluster.slurm import job_hostfile, uses_allocation
 from ..config import HOROVOD_DEFAULTS, JOB_IDENTITY, RunConfig
 from ..layout import REPO_ROOT
 from ..placement import processes
-from ..system import horovodrun_path
+from ..system import horovodrun_launch
 
 
 def horovodrun_command(cfg: RunConfig, config_path: Path | list[Path], emulated: dict | None = None) -> list[str]:
@@ -22,7 +22,7 @@ def horovodrun_command(cfg: RunConfig, config_path: Path | list[Path], emulated:
     config paths; ``emulated``: the settings of :func:`bench.placement.emulated_cluster`)."""
     launch = cfg.launch
     n = processes(cfg)
-    cmd = [horovodrun_path()]
+    cmd = horovodrun_launch()
     if emulated is not None:
         cmd += horovodrun_args(emulated)
     else:

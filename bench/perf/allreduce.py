@@ -34,7 +34,7 @@ from ..data import load_dataset
 from ..models import build_model
 from ..resolve import parse_set, resolve
 from ..results import load_run, read_json, write_json_atomic
-from ..system import horovodrun_path
+from ..system import horovodrun_launch
 from ..worker import Worker
 from . import PerfParser, fmt_ratio, median, medians, table
 
@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"profile {args.profile}: {train.dataset}, {train.model}, batch {train.batch_size}/worker, np={args.np}, {train.max_steps} steps/run, "
           f"warm-up {train.warmup_steps}, {args.repeats} repeats, threads/worker {train.threads}; one horovodrun job")
     with tempfile.TemporaryDirectory(prefix="bench-perf-allreduce-") as tmp:
-        cmd = [horovodrun_path(), "-np", str(args.np), "-H", f"localhost:{args.np}", "--gloo", sys.executable, "-m", "bench.perf",
+        cmd = [*horovodrun_launch(), "-np", str(args.np), "-H", f"localhost:{args.np}", "--gloo", sys.executable, "-m", "bench.perf",
                "allreduce", "--inner", tmp, "--profile", args.profile, "--repeats", str(args.repeats), "--np", str(args.np)]
         for s in args.set:
             cmd += ["--set", s]

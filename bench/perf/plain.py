@@ -35,7 +35,7 @@ from ..metrics.throughput import window_throughput
 from ..models import build_model, make_optimizer
 from ..results import read_json, write_json_atomic
 from ..runconfig import load_config
-from ..system import horovodrun_path
+from ..system import horovodrun_launch
 from . import PerfParser
 
 KINDS = ("horovod", "ddp")
@@ -137,7 +137,7 @@ def plain_job(kind: str, cfg, tmp: Path, env: dict | None = None, timeout_s: flo
     config, out = tmp / "config.json", tmp / "plain.json"
     write_json_atomic(config, cfg.to_dict())
     n = cfg.launch.np
-    cmd = [horovodrun_path(), "-np", str(n), "-H", f"localhost:{n}", "--gloo", sys.executable, "-m", "bench.perf",
+    cmd = [*horovodrun_launch(), "-np", str(n), "-H", f"localhost:{n}", "--gloo", sys.executable, "-m", "bench.perf",
            "plain", kind, "--config", str(config), "--out", str(out)]
     done = subprocess.run(cmd, env=job_environment(cfg, None, env), capture_output=True, text=True, timeout=timeout_s)
     if done.returncode != 0 or not out.exists():

@@ -40,7 +40,7 @@ import torch
 from ..comm import Comm, tags
 from ..comm.ps import PSClient, PSServer
 from ..layout import REPO_ROOT
-from ..system import horovodrun_path
+from ..system import horovodrun_launch
 from . import PerfParser, fmt_ratio, median
 
 
@@ -100,7 +100,7 @@ def server_rates(sizes: list[int], workers: int, commits: int, repeats: int) -> 
     with tempfile.TemporaryDirectory() as d:
         out = Path(d) / "ps.json"
         n = workers + 1
-        cmd = [horovodrun_path(), "-np", str(n), "-H", f"localhost:{n}", "--gloo", sys.executable, "-m", "bench.perf",
+        cmd = [*horovodrun_launch(), "-np", str(n), "-H", f"localhost:{n}", "--gloo", sys.executable, "-m", "bench.perf",
                "ps", "--inner", str(out), "--numel", ",".join(map(str, sizes)), "--commits", str(commits), "--repeats", str(repeats)]
         env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=str(REPO_ROOT), timeout=900)

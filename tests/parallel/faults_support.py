@@ -37,7 +37,7 @@ def job_processes(out: Path) -> dict[str, psutil.Process]:
                 continue
             if "bench.worker" in cmd and "HOROVOD_RANK" in p.environ():  # not the shell horovodrun starts it with
                 found[f"rank{p.environ()['HOROVOD_RANK']}"] = p
-            elif "horovodrun" in (p.info["cmdline"] or [""])[min(1, len(p.info["cmdline"] or [""]) - 1)]:
+            elif any(a.endswith("horovodrun") for a in (p.info["cmdline"] or [])[1:3]):  # horovodrun, or -m bench.launch.horovodrun
                 found["horovodrun"] = p
         except psutil.Error:
             pass

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.system import horovodrun_path
+from bench.system import horovodrun_launch
 from support import REPO
 
 SCRIPT = Path(__file__).parent / "scripts" / "ps_malformed.py"
@@ -35,7 +35,7 @@ EXPECTED = {
 
 
 def start(out: Path, mode: str) -> subprocess.Popen:
-    cmd = [horovodrun_path(), "-np", "2", "-H", "localhost:2", "--gloo", sys.executable, str(SCRIPT), str(out), mode]
+    cmd = [*horovodrun_launch(), "-np", "2", "-H", "localhost:2", "--gloo", sys.executable, str(SCRIPT), str(out), mode]
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=str(REPO),
                             env=dict(os.environ, PYTHONPATH=str(REPO)), start_new_session=True)
 
