@@ -152,8 +152,13 @@ def cmd_probe(args) -> int:
 
 
 def _with_start_timeout(cmd: list[str]) -> list[str]:
-    """horovodrun's own wait for its hosts, at :data:`ANSWER_S`."""
-    return [cmd[0], "--start-timeout", str(ANSWER_S), *cmd[1:]]
+    """horovodrun's own wait for its hosts, at :data:`ANSWER_S` (its first option, after the command that starts it:
+    :func:`bench.system.horovodrun_launch`)."""
+    from ..system import horovodrun_launch
+
+    start = len(horovodrun_launch())
+    assert cmd[:start] == horovodrun_launch(), cmd
+    return [*cmd[:start], "--start-timeout", str(ANSWER_S), *cmd[start:]]
 
 
 def _sizes(cfg) -> list[int]:
