@@ -161,17 +161,14 @@ def footprint(cfg: TrainConfig, input_shape: tuple[int, ...], num_classes: int,
     :data:`REAL_FORWARD_PARAMS`), a larger one runs on the meta device. Activations are 0 where a model's forward runs
     on neither."""
     with torch.device("meta"):
-        model = build_model(cfg, input_shape, num_classes)
-    params = sum(p.numel() for p in model.parameters())
+        meta = build_model(cfg, input_shape, num_classes)
+    params = sum(p.numel() for p in meta.parameters())
     if params <= real_up_to:
-        model = build_model(cfg, input_shape, num_classes)
-        activations = _outputs(model.eval(), cfg, input_shape, "cpu")
+        activations = _outputs(build_model(cfg, input_shape, num_classes).eval(), cfg, input_shape, "cpu")
         if activations is not None:
             return params, activations
-        with torch.device("meta"):
-            model = build_model(cfg, input_shape, num_classes)
     with torch.device("meta"):
-        activations = _outputs(model, cfg, input_shape, "meta")
+        activations = _outputs(meta, cfg, input_shape, "meta")
     return params, activations or 0
 
 

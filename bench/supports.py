@@ -8,9 +8,10 @@ the machine lacks is one line and exit 2, never a job that starts and fails on i
 - a worker's shard holds at least one batch;
 - the model must build here (a torchvision model needs torchvision);
 - the ranks that run on this machine must fit its memory: each holds the dataset, the model's weights and gradients,
-  and one mini-batch's activations at least (:func:`rank_bytes`; measured by one sample's forward pass, on the CPU for a
-  model of up to 16 M parameters, on PyTorch's meta device, nothing allocated, for a larger one). This is a lower bound: a run it admits may still need more (optimizer state, an algorithm's copies,
-  the framework's own memory), one it refuses cannot fit.
+  and one mini-batch's activations at least (:func:`rank_bytes`; measured by one sample's forward pass, on the CPU
+  for a model of up to 16 M parameters, on PyTorch's meta device, nothing allocated, for a larger one). This is a
+  lower bound: a run it admits may still need more (optimizer state, an algorithm's copies, the framework's own
+  memory), one it refuses cannot fit.
 """
 
 from __future__ import annotations

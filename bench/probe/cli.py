@@ -156,9 +156,9 @@ def _with_start_timeout(cmd: list[str]) -> list[str]:
     :func:`bench.system.horovodrun_launch`)."""
     from ..system import horovodrun_launch
 
-    start = len(horovodrun_launch())
-    assert cmd[:start] == horovodrun_launch(), cmd
-    return [*cmd[:start], "--start-timeout", str(ANSWER_S), *cmd[start:]]
+    prefix = horovodrun_launch()
+    assert cmd[:len(prefix)] == prefix, cmd
+    return [*prefix, "--start-timeout", str(ANSWER_S), *cmd[len(prefix):]]
 
 
 def _sizes(cfg) -> list[int]:
