@@ -100,12 +100,14 @@ def claims_lines(claims: pd.DataFrame, evidence: bool = False) -> list[str]:
     if has_loo:
         c[loo] = [f"[{lo:.2f}, {hi:.2f}]" if pd.notna(lo) and pd.notna(hi) else "n/a" if pd.notna(e) else ""
                   for e, lo, hi in zip(c["effect"], lows, highs)]
+    # the strongest baseline, where a rule chose it per cell (bench.metrics.claims.Rule.baseline)
+    has_best = "baseline" in c and c["baseline"].astype(str).str.contains("the best of").any()
     registered = sorted({r for r in claims.get("registration", pd.Series(dtype=str)).astype(str) if r not in ("", "none", "nan")})
     how = (f"registered before the runs (registration {', '.join(f'`{r}`' for r in registered)}: "
            "`pipelines/registrations/`)" if registered else
            "not registered before these runs, so every verdict is `exploratory`")
     columns = ["source", "claim", *(["workload"] if "workload" in c and c["workload"].nunique() > 1 else []), "verdict",
-               effect, *([loo] if has_loo else []), "n", "rule", *(["quote"] if "quote" in c else []), *(["evidence"] if evidence else [])]
+               effect, *([loo] if has_loo else []), "n", *(["baseline"] if has_best else []), "rule", *(["quote"] if "quote" in c else []), *(["evidence"] if evidence else [])]
     return [f"Each claim is a rule of `bench/metrics/claims.py`, {how}: a paired ratio over the repeats (> 1 favours "
             "the claim) with its 95 % t-interval, judged on the cells with 3 or more repeats, Holm-corrected across "
             "its tests; the quote is the sentence of the paper it tests (docs/statistics.md)"

@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from .. import BenchError, registration
-from ..metrics.claims import COLUMNS as CLAIM_COLUMNS, LOO_COLUMNS
+from ..metrics.claims import ADDED_COLUMNS, COLUMNS as CLAIM_COLUMNS
 from ..metrics.report import read_table
 from ..metrics.selection import key
 from ..results import ResultsError, Run, load_runs, read_json_object
@@ -130,7 +130,7 @@ def run_times(runs_dir: Path) -> tuple[float, float]:
     return max(b for _, b in intervals) - intervals[0][0], busy + end - start
 
 
-TABLES = {"claims.csv": ([c for c in CLAIM_COLUMNS if c not in LOO_COLUMNS],  # a study analysed before they came in
+TABLES = {"claims.csv": ([c for c in CLAIM_COLUMNS if c not in ADDED_COLUMNS],  # a study analysed before they came in
                          ["effect", "ci_low", "ci_high", "n", "tests"]),
           "speedup_summary.csv": (["metric", "algorithm", "np", "point", "mean", "ci_low", "ci_high", "n"],
                                   ["np", "mean", "ci_low", "ci_high", "n"]),

@@ -100,6 +100,85 @@ def test_a_rule_changed_after_its_registration_gives_an_exploratory_verdict_nami
     (lasgd,) = claims.select(["lasgd"])
     assert "does not record this rule" in claims.claims(cells, (lasgd,), registration=reg).iloc[0]["evidence"]
 
+def test_a_rule_registered_before_a_field_came_in_keeps_its_registered_verdict():
+    """min_effect, baseline and over_points came after the first registrations: a record without them holds the
+    defaults they had then, so a rule at those defaults is still the registered one and one that sets them is not."""
+    import dataclasses
+
+    cells = cells_frame({"delayed": 1.3, "layerwise": 1.3}, repeats=5)
+    (vishnu,) = claims.select(["vishnu"])
+    old = {k: v for k, v in claims.as_record(vishnu).items() if k not in ("min_effect", "baseline", "over_points")}
+    reg = {**REG, "claims": [old]}
+    assert claims.not_as_registered(vishnu, reg) == ""
+    assert claims.claims(cells, (vishnu,), registration=reg).iloc[0]["verdict"] == "reproduced"
+    raised = dataclasses.replace(vishnu, min_effect=0.05)
+    assert "(min_effect, text)" in claims.not_as_registered(raised, reg)
+
+
+def rule(**fields) -> claims.Rule:
+    """A throughput rule of ``sgp`` against ``sync`` (and ``ddp``) on the synthetic cells, with ``fields``."""
+    return claims.Rule("test", "sgp beats its references", ("sgp",), fields.pop("references", ("sync",)),
+                       fields.pop("metric", "throughput"), **fields)
+
+
+def test_a_minimum_effect_turns_a_real_but_small_gain_into_a_contradiction():
+    """x1.02 measured tightly is better than sync, but not by the 5 % worth reporting: supported without a minimum
+    effect, contradicted with one; a x1.3 gain is supported either way, and the rule says its bar."""
+    small = cells_frame({"sgp": 1.02}, repeats=6, sd=0.002)
+    assert claims.claims(small, (rule(),), registration=REG).iloc[0]["verdict"] == "reproduced"
+    row = claims.claims(small, (rule(min_effect=0.05),), registration=REG).iloc[0]
+    assert row["verdict"] == "not reproduced" and row["ci_high"] < 1.05
+    assert "> 1.05 (threshold 1, minimum effect 5%)" in row["rule"]
+    big = claims.claims(cells_frame({"sgp": 1.3}, repeats=6), (rule(min_effect=0.05),), registration=REG).iloc[0]
+    assert big["verdict"] == "reproduced" and big["ci_low"] > 1.05 and big["loo_low"] > 1.05
+
+
+def test_the_strongest_baseline_is_the_best_reference_of_each_cell_and_claims_csv_names_it():
+    """sgp at x1.3 of sync where ddp runs at x1.5 of sync: against every reference it loses to ddp; against the
+    strongest baseline only ddp is tested, named in ``baseline``; a baseline that never reached the target in any
+    repeat is not the strongest, whatever its recorded times."""
+    cells = cells_frame({"sgp": 1.3, "ddp": 1.5}, repeats=5)
+    each = claims.claims(cells, (rule(references=("sync", "ddp")),), registration=REG).iloc[0]
+    assert each["verdict"] == "not reproduced" and each["baseline"].startswith("ddp (every reference")
+    best = claims.claims(cells, (rule(references=("sync", "ddp"), baseline="best"),), registration=REG).iloc[0]
+    assert best["verdict"] == "not reproduced" and best["tests"] == 1
+    assert best["baseline"] == "ddp (the best of sync, ddp here by median throughput)"
+    assert best["effect"] == pytest.approx(1.3 / 1.5, rel=0.05) and "vs the best of sync and ddp" in best["rule"]
+    from bench.metrics.report import claims_lines
+    assert "| ddp (the best of sync, ddp here by median throughput) |" in "\n".join(claims_lines(pd.DataFrame([best])))
+    faster = claims.claims(cells_frame({"sgp": 2.0, "ddp": 1.5}, repeats=5),
+                           (rule(references=("sync", "ddp"), baseline="best"),), registration=REG).iloc[0]
+    assert faster["verdict"] == "reproduced" and faster["effect"] == pytest.approx(2.0 / 1.5, rel=0.05)
+    timed = cells_frame({"sgp": 1.3, "ddp": 1.5}, repeats=5)
+    timed.loc[timed["algorithm"] == "ddp", "censored"] = True  # ddp's times are its budget's end, not the target
+    by_time = claims.claims(timed, (rule(references=("sync", "ddp"), baseline="best", metric="time_to_target_s"),),
+                            registration=REG).iloc[0]
+    assert by_time["baseline"].startswith("sync (the best of") and by_time["verdict"] == "reproduced"
+
+
+def test_robustness_compares_each_methods_worst_over_the_grid_it_shares():
+    """Hermans' robustness: agn holds 0.9 at both rates where downpour diverges (0.1) at one. Point by point one test
+    finds no difference; the worst over the shared grid is x9. A point only one method ran is not in its worst."""
+    cells = pd.concat([cells_frame({"agn": 1.0, "downpour": 1.0}, repeats=5, seed=s).assign(point=p)
+                       for s, p in ((3, "lr0.05"), (4, "lr0.2"))], ignore_index=True)
+    cells = cells[cells["algorithm"] != "sync"].copy()
+    rng = np.random.default_rng(5)
+    cells["final_accuracy"] = noisy(rng, len(cells), 0.9, sd=0.01)
+    diverged = (cells["algorithm"] == "downpour") & (cells["point"] == "lr0.2")
+    cells.loc[diverged, "final_accuracy"] = noisy(rng, int(diverged.sum()), 0.1, sd=0.01)
+    point_by_point = claims.tests(claims.Rule("t", "c", ("agn",), ("downpour",), "final_accuracy"), cells)
+    assert sorted(point_by_point["point"]) == ["lr0.05", "lr0.2"]
+    worst = claims.Rule("t", "c", ("agn",), ("downpour",), "final_accuracy", over_points="worst", min_effect=0.05)
+    row = claims.claims(cells, (worst,), registration=REG).iloc[0]
+    assert row["verdict"] == "reproduced" and row["effect"] == pytest.approx(9.0, rel=0.05)
+    assert "/np4/worst of 2: x8.9" in row["evidence"] and "the worst over the grid of final_accuracy" in row["rule"]
+    lonely = pd.concat([cells, cells[(cells["algorithm"] == "agn") & (cells["point"] == "lr0.05")]
+                        .assign(point="lr1.0", final_accuracy=0.01)], ignore_index=True)
+    assert claims.claims(lonely, (worst,), registration=REG).iloc[0]["effect"] == pytest.approx(row["effect"])
+    with pytest.raises(claims.BenchError, match="over_points 'worst' needs a metric"):
+        claims.tests(claims.Rule("t", "c", ("agn",), ("downpour",), "time_to_target_s", over_points="worst"), cells)
+
+
 def test_overlap_gain_above_its_ceiling_is_not_counted_as_support():
     # comm share 0.5: overlap gains at most 1/max(0.5, 0.5) = 2; a 3x "gain" is a measurement problem
     table = claims.claims(cells_frame({"delayed": 3.0, "layerwise": 3.0}, repeats=5), registration=REG)

@@ -86,3 +86,25 @@ def test_a_censored_time_to_target_bounds_the_comparison_one_way_only():
     # both censored in every repeat: nothing to compare
     r = censored_ratio(pairs([2.0] * 4, [8.0] * 4, [True] * 4, [True] * 4))
     assert r["n"] == 0 and r["outcome"] == "inconclusive"
+
+
+def test_repeats_for_gives_the_n_whose_simulated_power_reaches_the_aim_and_no_fewer():
+    """The n a registered cell needs (stats.repeats_for): simulated paired log ratios of a true effect x1.5 with the
+    pilot's spread 0.2, tested one-sided against the 5 % bar at Holm's first level over 2 tests, reject with power
+    >= 0.8 at n and below it at n - 1; a noisier pilot needs more repeats; an effect under the bar has no n."""
+    from scipy import stats as sps
+
+    n = stats.repeats_for(0.2, 1.5, 1.05, alpha=0.025, tests=2)
+    rng = np.random.default_rng(11)
+
+    def power(k: int) -> float:
+        logs = rng.normal(math.log(1.5), 0.2, (20000, k))
+        return float(np.mean(sps.ttest_1samp(logs, math.log(1.05), axis=1, alternative="greater").pvalue < 0.0125))
+
+    assert power(n) >= 0.79 and power(n - 1) < 0.8
+    assert stats.repeats_for(0.3, 1.5, 1.05, tests=2) > n > stats.repeats_for(0.2, 2.0, 1.05, tests=2)
+    assert stats.repeats_for(0.01, 3.0) == stats.MIN_N  # never fewer than an interval needs
+    with pytest.raises(ValueError, match="does not exceed the bar"):
+        stats.repeats_for(0.2, 1.04, 1.05)
+    with pytest.raises(ValueError, match="sd_log"):
+        stats.repeats_for(float("nan"), 1.5)
