@@ -44,8 +44,8 @@ PUBLISHED = "the regimes study on the emulated cluster tests it: docs/results/re
 """Where a claim that a study cannot test is tested (the published regimes study's verdicts)."""
 LOO_COLUMNS = ["loo_low", "loo_high"]
 """The range of the deciding bound with one repeat (seed) left out at a time: the deciding test's ``ci_low`` where its
-effect is at or above the rule's threshold (what must stay above it), its ``ci_high`` otherwise. A verdict whose
-range crosses the threshold hangs on one seed; NaN where the deciding test has 3 pairs (none to spare). Added
+effect is at or above the rule's bar (what must stay above it), its ``ci_high`` otherwise. A verdict whose
+range crosses the bar hangs on one seed; NaN where the deciding test has 3 pairs (none to spare). Added
 2026-11-29: tables analysed before lack them."""
 BASELINE_COLUMNS = ["baseline"]
 """Which reference the deciding test compared with, and how it was chosen (every reference of the rule, or the
@@ -312,10 +312,8 @@ def _score(rule: Rule, rows: pd.DataFrame) -> float:
     v = pd.to_numeric(rows[rule.metric], errors="coerce").astype(float)
     if rule.metric == "time_to_target_s" and "censored" in rows:
         v = v.where(~rows["censored"].fillna(False).astype(bool), math.inf)
-    m = float(v.median()) if v.notna().any() else math.nan
-    if not math.isfinite(m) and m != math.inf:
-        return -math.inf
-    return m if HIGHER_IS_BETTER.get(rule.metric, True) else -m
+    m = float(v.median())  # NaN where no run has a value: the weakest
+    return -math.inf if math.isnan(m) else m if HIGHER_IS_BETTER.get(rule.metric, True) else -m
 
 
 def _worst(rule: Rule, rows: pd.DataFrame, points: set) -> pd.DataFrame:
@@ -359,9 +357,9 @@ def tests(rule: Rule, cells: pd.DataFrame) -> pd.DataFrame:
     if cells.empty:
         return pd.DataFrame(columns=cols)
     df = with_straggler_pace(cells) if rule.metric == "straggler_pace" else cells
-    rows = []
-    for keys, g in df.groupby(_cell_key(rule), sort=True, dropna=False):
-        cell = dict(zip(_cell_key(rule), keys))
+    rows, key = [], _cell_key(rule)
+    for keys, g in df.groupby(key, sort=True, dropna=False):
+        cell = dict(zip(key, keys))
         refs = [(r, g[g["algorithm"] == r]) for r in rule.references]
         refs = [(r, rows_) for r, rows_ in refs if not rows_.empty and _cell_ok(rule, cell, rows_)]
         how = "every reference"
@@ -400,7 +398,7 @@ def _ratio(rule: Rule, both: pd.DataFrame) -> dict:
 
 
 def leave_one_out(rule: Rule, cells: pd.DataFrame, decide) -> tuple[float, float]:
-    """:data:`LOO_COLUMNS` of the deciding test ``decide`` (a row of :func:`tests`): its bound on the threshold's side
+    """:data:`LOO_COLUMNS` of the deciding test ``decide`` (a row of :func:`tests`): its bound on the bar's side
     recomputed with each repeat left out in turn, (lowest, highest); NaN where fewer than :data:`MIN_N` pairs would
     remain (no interval: a verdict on 3 pairs has no seed to spare)."""
     df = with_straggler_pace(cells) if rule.metric == "straggler_pace" else cells
