@@ -67,16 +67,18 @@ def test_round_trip_is_twice_the_delay_and_the_rate_holds():
 
     # the delay changed in place (same hosts and sshd), then measured again
     sshd_pids = [h.sshd_pid for h in st.hosts]
-    st = ensure(Spec(hosts=2, link="200mbit", delay="2ms"))
-    assert [h.sshd_pid for h in st.hosts] == sshd_pids and st.delay == "2ms"
+    st = ensure(Spec(hosts=2, link="200mbit", delay="4ms"))
+    assert [h.sshd_pid for h in st.hosts] == sshd_pids and st.delay == "4ms"
     suite = statistics.median(round_trips(a.netns, b.netns, b.address, count=200))
     independent = statistics.median(ping_u(a.netns, b.address, 50, 0.01))
-    assert within(suite, 0.004) and within(independent, 0.004), (suite, independent)
-    assert "delay 2ms one way" in cluster("status").stdout
+    assert within(suite, 0.008) and within(independent, 0.008), (suite, independent)
+    assert "delay 4ms one way" in cluster("status").stdout
 
 
 def test_a_dead_delay_line_drops_its_hosts_traffic_and_the_cluster_is_broken():
-    st = ensure(Spec(hosts=2, link="1gbit", delay="1ms"))
+    # 5 ms, not 1: the rebuilt line is checked against 2D within 10 % + 0.1 ms, and with the other test stream beside
+    # it the machine added 0.43 ms to a 2 ms round trip (CI, median of 100); the accuracy itself: the test above
+    st = ensure(Spec(hosts=2, link="1gbit", delay="5ms"))
     a, b = st.hosts
     assert ping_u(a.netns, b.address, 3, 0.05)
     os.kill(b.delay_pid, signal.SIGKILL)
@@ -84,8 +86,8 @@ def test_a_dead_delay_line_drops_its_hosts_traffic_and_the_cluster_is_broken():
     assert ping_u(a.netns, b.address, 3, 0.2) == []  # fail closed: nothing reaches host 1, undelayed or not
     assert state() is None  # a cluster with a dead delay line is broken: the next ensure rebuilds it
     assert "DEAD" not in cluster("status").stdout  # (status reports no cluster then, and the leftovers)
-    st = ensure(Spec(hosts=2, link="1gbit", delay="1ms"))
-    assert within(statistics.median(round_trips(a.netns, b.netns, b.address, count=100)), 0.002)
+    st = ensure(Spec(hosts=2, link="1gbit", delay="5ms"))
+    assert within(statistics.median(round_trips(a.netns, b.netns, b.address, count=100)), 0.010)
 
 
 def test_runs_through_delayed_links_and_a_killed_delay_line_fails_the_run(tmp_path):
