@@ -513,17 +513,37 @@ def not_as_registered(rule: Rule, registration: dict | None) -> str:
             if fields else "")
 
 
-def claims(cells: pd.DataFrame, rules: tuple[Rule, ...] | None = None, registration: dict | None = None) -> pd.DataFrame:
+METRIC_DEFAULTS = {"target_window": 1}
+"""What a registration written before a metric setting existed measured with: the setting's default then."""
+
+
+def metrics_not_as_registered(metrics: dict | None, registration: dict | None) -> str:
+    """Why the metric settings the cells were computed with (``metrics``: ``target_accuracy``, ``target_window``)
+    are not the registration's (its ``metrics``; a setting it does not record is :data:`METRIC_DEFAULTS`' value), or
+    ``""`` where they are, or where either is not given."""
+    recorded = (registration or {}).get("metrics")
+    if not metrics or not isinstance(recorded, dict):
+        return ""
+    differ = [f"{k} {v!r}, registered {recorded.get(k, METRIC_DEFAULTS.get(k))!r}" for k, v in metrics.items()
+              if recorded.get(k, METRIC_DEFAULTS.get(k)) != v]
+    return f"measured with {'; '.join(differ)}: its verdict is exploratory" if differ else ""
+
+
+def claims(cells: pd.DataFrame, rules: tuple[Rule, ...] | None = None, registration: dict | None = None,
+           metrics: dict | None = None) -> pd.DataFrame:
     """claims.csv: one row per rule and workload (:data:`COLUMNS`). Under a ``registration``
     (:func:`bench.registration.load`) only the runs it allows carry a verdict (the cells' ``judged`` is empty: clean,
     made under it after it was committed, in a cell it lists); the others are counted in the evidence. Without one,
     every verdict is ``exploratory``: nothing shows that its rule was written before its runs; nor where the rule is
-    not the one the registration recorded (:func:`not_as_registered`: a threshold or cell changed after the runs)."""
+    not the one the registration recorded (:func:`not_as_registered`: a threshold or cell changed after the runs), nor
+    where the cells' ``metrics`` (the target and its window) are not the registered ones
+    (:func:`metrics_not_as_registered`)."""
     rules = select("all") if rules is None else rules
     workloads = sorted(set(cells["workload"])) if "workload" in cells and not cells.empty else [""]
+    measured = metrics_not_as_registered(metrics, registration)
     rows = []
     for rule in rules:
-        changed = not_as_registered(rule, registration)
+        changed = "; ".join(w for w in (not_as_registered(rule, registration), measured) if w)
         for workload in workloads:
             sub = cells[cells["workload"] == workload] if workload else cells
             usable = sub[sub["judged"].fillna("") == ""] if registration is not None and "judged" in sub else sub

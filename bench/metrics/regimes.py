@@ -30,6 +30,7 @@ import pandas as pd
 
 from .. import BenchError
 from ..config import normalize_delay, parse_delay, parse_rate
+from ..layout import run_key
 from ..registration import judged
 from ..results import Run
 from . import claims as claim_rules
@@ -86,16 +87,17 @@ def regime_label(link: str, straggler: str, delay: str = "0ms") -> str:
     return f"{where}, {'no straggler' if straggler == 'none' else 'straggler ' + straggler}"
 
 
-def cell(run: Run, target: float, budget_s: float, registration: dict | None = None) -> dict:
+def cell(run: Run, target: float, budget_s: float, registration: dict | None = None, window: int = 1) -> dict:
     """One run's row of :func:`cell_table`: its figures, its workload (training profile) and ``judged``: why a verdict
-    may not use it under the study's ``registration`` (:func:`bench.registration.judged`; empty: it may)."""
+    may not use it under the study's ``registration`` (:func:`bench.registration.judged`; empty: it may). Its time
+    to ``target`` is the running mean over ``window`` evaluations reaching it (the study's ``target_window``)."""
     steps = timed_steps(run.steps)
     step_total = float(steps["step_s"].sum()) if not steps.empty else math.nan
     comm = float((steps["comm_s"].fillna(0) + steps["wait_s"].fillna(0)).sum()) if not steps.empty else math.nan
     stale = run.steps["staleness"].dropna() if "staleness" in run.steps else pd.Series(dtype=float)
     link = link_of(run)
     tp = throughput(run)
-    to_target, censored = time_to_target(run.evals, target, run.summary.get("train_s"))
+    to_target, censored = time_to_target(run.evals, target, run.summary.get("train_s"), window)
     return {**labels(run), "workload": run.config.get("profile") or "", "point": point_of(run), "link": link,
             "link_delay": delay_of(run),
             "link_gbps": link_gbps(link), "link_share_aimed": run.config.get("launch", {}).get("link_share_aimed") or math.nan,
@@ -114,11 +116,11 @@ CELL_COLUMNS = [*KEYS, "repeat", "workload", "point", "link", "link_delay", "lin
 
 
 def cell_table(runs: list[Run], target: float, budget_s: float, reference: str = "sync",
-               registration: dict | None = None) -> pd.DataFrame:
+               registration: dict | None = None, window: int = 1) -> pd.DataFrame:
     """One row per ``ok`` run with its regime, repeat and figures, and ``speedup_vs_<reference>`` against the
     reference in the same cell and repeat (paired). A censored time to target (never reached) is the run's training
     time with ``censored`` true: kept, never dropped."""
-    rows = [cell(r, target, budget_s, registration) for r in ok_runs(runs)]
+    rows = [cell(r, target, budget_s, registration, window) for r in ok_runs(runs)]
     df = pd.DataFrame(rows, columns=CELL_COLUMNS)
     if df.empty:
         df[f"speedup_vs_{reference}"] = []
@@ -144,6 +146,26 @@ def cell_table(runs: list[Run], target: float, budget_s: float, reference: str =
 SUMMARY_METRICS = ["throughput", "slowest_worker_rate", "speedup_vs_sync", "time_to_target_s", "target_speedup_vs_sync",
                    "comm_share", "accuracy_at_budget", "final_accuracy", "mean_staleness"]
 COMPARED_METRICS = ["throughput", "slowest_worker_rate", "time_to_target_s"]
+
+
+def rewindow(cells: pd.DataFrame, evals: pd.DataFrame, target: float, window: int) -> pd.DataFrame:
+    """``cells`` (a :func:`cell_table`, e.g. a published ``regimes.csv``) with ``time_to_target_s`` and ``censored``
+    recomputed from the runs' held-out evaluations (``evals``: the ``eval.csv`` of
+    :func:`bench.metrics.accuracy.eval_points`) as the running mean over ``window`` evaluations reaching ``target``
+    (:func:`bench.metrics.accuracy.time_to_accuracy`); the paired ``target_speedup_vs_*`` columns, which depended on
+    the old times, are left out. A run without evaluations there is an error naming it."""
+    by_run = {run: g for run, g in evals.groupby("run")}
+    out = cells.drop(columns=[c for c in cells if c.startswith("target_speedup_vs_")]).copy()
+    times, censored = [], []
+    for r in out.itertuples():
+        run = run_key(r.algorithm, int(r.np), r.tag if isinstance(r.tag, str) else "", r.hardware)
+        if run not in by_run:
+            raise BenchError(f"run {run} has no held-out evaluations in the evaluation table: its time to target "
+                             f"cannot be recomputed")
+        t, c = time_to_target(by_run[run], target, r.train_s, window)
+        times.append(t)
+        censored.append(c)
+    return out.assign(time_to_target_s=times, censored=censored)
 
 
 def summary(cells: pd.DataFrame) -> pd.DataFrame:
@@ -230,10 +252,11 @@ def links(cells: pd.DataFrame, reference: str = "sync") -> pd.DataFrame:
                            key=lambda c: c.map(order) if c.name == "link" else c.map(parse_delay_s) if c.name == "link_delay" else c)
 
 
-def claims(cells: pd.DataFrame, names="all", registration: dict | None = None) -> pd.DataFrame:
+def claims(cells: pd.DataFrame, names="all", registration: dict | None = None, metrics: dict | None = None) -> pd.DataFrame:
     """The verdict of every seed claim the study names (``names``: its ``claims``) from its pre-registered rule, per
-    workload, under its ``registration`` (:mod:`bench.metrics.claims`): claims.csv."""
-    return claim_rules.claims(cells, claim_rules.select(names), registration)
+    workload, under its ``registration`` (:mod:`bench.metrics.claims`), the cells computed with ``metrics`` (target
+    accuracy and window): claims.csv."""
+    return claim_rules.claims(cells, claim_rules.select(names), registration, metrics)
 
 
 def noise(first: pd.DataFrame, second: pd.DataFrame, column: str = "throughput") -> pd.DataFrame:

@@ -16,10 +16,14 @@ from .spec import Study
 USER_ERRORS = ("BenchError", "ResultsError")
 """Exceptions of the suite a notebook may raise on bad input (:class:`bench.BenchError` and its subclasses): one line,
 exit 2, like on the command line."""
-KERNEL_QUIET = ["--IPKernelApp.log_level=CRITICAL"]
+KERNEL_QUIET = ["--IPKernelApp.log_level=CRITICAL",
+                "--IPKernelApp.exec_lines=import logging; logging.getLogger('tornado').setLevel(logging.CRITICAL)"]
 """The kernel's own log lines kept off the command's stderr, where a refusal is one line: its warning that it listens on
-loopback TCP unencrypted, and the ERROR line "KeyboardInterrupt caught in kernel" that a loaded machine shows when
-papermill ends the kernel after a failed cell."""
+loopback TCP unencrypted, the ERROR line "KeyboardInterrupt caught in kernel" that a loaded machine shows when
+papermill ends the kernel after a failed cell, and tornado's "Uncaught exception in ZMQStream callback" with its
+traceback (ZMQError "Socket operation on non-socket"), which a control message handled while the kernel shuts down
+logs now and then (seen once in tests/single/test_hostile_readers.py; the line runs before the notebook's first cell
+and is not in its history)."""
 ANALYSES = ("speedup", "convergence", "temporal_efficiency", "hardware", "regimes", "report")
 """The analysis notebooks (``notebooks/<name>.ipynb``) a study's DVC stages execute, one stage each."""
 

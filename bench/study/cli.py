@@ -1,4 +1,5 @@
-"""``python -m bench study prepare|calibrate|plan|run|analyse|publish``: the DVC stages' commands. Each action
+"""``python -m bench study prepare|calibrate|plan|run|analyse|publish``: the DVC stages' commands (and ``register``,
+``reread``: before the runs, and an exploratory re-reading of published tables). Each action
 imports only its own module (:data:`ACTIONS`), so a stage runs, and dvc.yaml makes it depend on, only its code.
 ``python -m bench study list`` prints every study with its description (no stage runs it)."""
 
@@ -9,7 +10,7 @@ from importlib import import_module
 from .. import BenchError
 from .spec import load_study, study_names
 
-ACTIONS = ("prepare", "calibrate", "plan", "register", "run", "analyse", "publish")
+ACTIONS = ("prepare", "calibrate", "plan", "register", "run", "analyse", "publish", "reread")
 """The actions, each the module ``bench.study.<action>`` with a ``main(study, args)``."""
 
 
@@ -41,7 +42,10 @@ def add_parser(sub) -> None:
                    help="registry key (study run) or analysis notebook (study analyse)")
     s.add_argument("--html", action="store_true", help="analyse: also render the notebook as <study>/<notebook>.html")
     s.add_argument("--study", help="study: pipelines/studies/<study>.yaml (default: params.yaml's `study`)")
-    s.add_argument("--to", help="publish: the folder to copy the study's tables, figures and system description to")
+    s.add_argument("--to", help="publish: the folder to copy the study's tables, figures and system description to; "
+                                "reread: the published folder to read (default docs/results/<study>)")
+    s.add_argument("--target-window", type=int, metavar="K",
+                   help="reread: time to target as the running mean of the last K held-out evaluations reaching it")
     s.add_argument("--force", action="store_true",
                    help="register: write a new registration over the study's (its earlier runs then carry no verdict)")
     s.set_defaults(func=main)

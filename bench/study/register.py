@@ -78,7 +78,7 @@ def register(study: Study, force: bool = False) -> dict:
         "study": study.name, "description": study.spec.description,
         "study_file": str(study.file), "study_file_sha256": registration.sha256(file),
         "spec": dataclasses.asdict(study.spec), "claims": [as_record(r) for r in rules],
-        "metrics": {"target_accuracy": target, "budget_s": budget_s, "compared": list(COMPARED_METRICS),
+        "metrics": {"target_accuracy": target, "target_window": study.spec.target_window, "budget_s": budget_s, "compared": list(COMPARED_METRICS),
                     "calibration": calibration or False},
         "seeds": seeds, "tuned_by": tuning, "cells": planned,
         "code_commit": git_record()["commit"], "created_utc": datetime.datetime.now(datetime.UTC).isoformat(),

@@ -88,6 +88,10 @@ class StudySpec:
     """Held-out accuracy whose time-to-reach the convergence and regimes notebooks report; None: derived,
     ``target_fraction`` x the final held-out accuracy of the study's calibration run (sync, np 1:
     ``python -m bench study calibrate``, results/<study>/calibration.json)."""
+    target_window: int = 1
+    """Evaluations whose running mean must reach ``target_accuracy`` for a run to have reached it (1: the first
+    evaluation at or above it; k: the last k's mean, so that one evaluation above the target between ones below it
+    does not decide; bench.metrics.accuracy.time_to_accuracy). Registered with the metrics."""
     target_fraction: float = 0.97
     """Fraction of the calibration run's final held-out accuracy that is the derived target."""
     budget_s: float = 10.0
@@ -204,6 +208,9 @@ def load_study(name: str | None = None, params_file: Path | None = None) -> Stud
                          f"least one value, or leave the key out")
     if not 0 < spec.target_fraction <= 1:
         raise BenchError(f"study {name!r}: target_fraction must be in (0, 1], got {spec.target_fraction!r}")
+    if isinstance(spec.target_window, bool) or not isinstance(spec.target_window, int) or spec.target_window < 1:
+        raise BenchError(f"study {name!r}: target_window must be a whole number of evaluations >= 1 (1: the first "
+                         f"evaluation at or above the target), got {spec.target_window!r}")
     if spec.target_accuracy is not None and not 0 < spec.target_accuracy <= 1:
         raise BenchError(f"study {name!r}: target_accuracy must be a held-out accuracy in (0, 1] (or absent: derived "
                          f"by the calibration), got {spec.target_accuracy!r}")

@@ -115,6 +115,24 @@ def test_a_rule_registered_before_a_field_came_in_keeps_its_registered_verdict()
     assert "(min_effect, text)" in claims.not_as_registered(raised, reg)
 
 
+def test_cells_measured_with_another_target_or_window_than_registered_give_exploratory_verdicts():
+    """The registration records the target accuracy and its window; cells computed with others (the target moved, a
+    window of 3 after the runs) carry no registered verdict. A registration from before the window existed measured
+    with window 1."""
+    cells = cells_frame({"delayed": 1.3, "layerwise": 1.3}, repeats=5)
+    (vishnu,) = claims.select(["vishnu"])
+    reg = {**REG, "claims": [claims.as_record(vishnu)], "metrics": {"target_accuracy": 0.85}}
+    same = {"target_accuracy": 0.85, "target_window": 1}
+    assert claims.metrics_not_as_registered(same, reg) == ""
+    assert claims.claims(cells, (vishnu,), registration=reg, metrics=same).iloc[0]["verdict"] == "reproduced"
+    row = claims.claims(cells, (vishnu,), registration=reg, metrics={**same, "target_window": 3}).iloc[0]
+    assert row["verdict"] == "exploratory: reproduced"
+    assert "measured with target_window 3, registered 1: its verdict is exploratory" in row["evidence"]
+    moved = claims.metrics_not_as_registered({**same, "target_accuracy": 0.8}, {**reg, "metrics": {
+        "target_accuracy": 0.85, "target_window": 1}})
+    assert moved == "measured with target_accuracy 0.8, registered 0.85: its verdict is exploratory"
+
+
 def rule(**fields) -> claims.Rule:
     """A throughput rule of ``sgp`` against ``sync`` (and ``ddp``) on the synthetic cells, with ``fields``."""
     return claims.Rule("test", "sgp beats its references", ("sgp",), fields.pop("references", ("sync",)),

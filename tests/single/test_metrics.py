@@ -211,6 +211,24 @@ def test_time_to_accuracy_is_interpolated_and_a_run_that_never_reaches_it_is_cen
     assert math.isnan(accuracy_after_time(ev, 0.5))
 
 
+def test_a_target_window_needs_the_mean_of_the_last_evaluations_to_reach_the_target():
+    # one evaluation at 0.9 between ones near 0.6: window 1 takes it, window 3 waits for the mean of three to reach it
+    ev = pd.DataFrame({"t": [0.0, 1.0, 2.0, 3.0, 4.0, 5.0], "epoch": [0, 1, 2, 3, 4, 5],
+                       "accuracy": [0.1, 0.9, 0.6, 0.9, 0.9, 0.9]})
+    assert time_to_accuracy(ev, 0.85) == pytest.approx(0.75 / 0.8)  # 0.1 at 0 s, 0.9 at 1 s
+    # means of the last three: 0.1, 0.5, 0.533, 0.8, 0.8, 0.9: 0.85 halfway between 4 s and 5 s
+    assert time_to_accuracy(ev, 0.85, window=3) == pytest.approx(4.5)
+    assert time_to_accuracy(ev, 0.85, by="epoch", window=3) == pytest.approx(4.5)
+    assert time_to_target(ev, 0.85, train_s=5.5, window=3) == (pytest.approx(4.5), False)
+    assert time_to_target(ev, 0.95, train_s=5.5, window=3) == (5.5, True)
+    assert time_to_target(ev, 0.85, train_s=5.5, window=1)[0] == time_to_accuracy(ev, 0.85)  # 1: the evaluations
+    run = make_run("sync")
+    run.evals, run.summary["train_s"] = ev, 5.5
+    assert convergence_table([run], 0.85, 10.0, window=3).iloc[0]["seconds_to_0.85"] == pytest.approx(4.5)
+    with pytest.raises(ValueError, match="window must be a number of evaluations >= 1, got 0"):
+        time_to_accuracy(ev, 0.85, window=0)
+
+
 def test_a_censored_run_stays_in_the_convergence_table():
     reached, never = make_run("sync"), make_run("ddp")
     reached.evals = pd.DataFrame({"t": [1.0, 2.0], "epoch": [0.5, 1.0], "accuracy": [0.4, 0.8]})
