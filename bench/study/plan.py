@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import shutil
 import tempfile
@@ -51,10 +52,15 @@ def _tag_value(v: Any) -> str:
     return ("_".join(map(str, v)) if isinstance(v, (list, tuple)) else str(v)).replace("/", "_").replace(" ", "")
 
 
+BLOCKS = frozenset(name for name, t in field_types(LaunchConfig).items() if dataclasses.is_dataclass(t))
+"""Launch settings that are blocks of settings (``horovod``): a grid key ``<block>.<setting>`` sets one of them."""
+
+
 def grid_points(algorithm: str, spec: StudySpec) -> list[tuple[str, dict]]:
-    """(tag, overrides) per point of the study's grid; grid keys the algorithm does not have are left out."""
+    """(tag, overrides) per point of the study's grid; grid keys the algorithm does not have are left out. A key of a
+    settings block (``horovod.cycle_time_ms``) sets that one setting, on top of the block the profiles give."""
     valid = set(field_types(get_algorithm(algorithm).Params)) | set(field_types(TrainConfig)) | set(field_types(LaunchConfig))
-    grid = {k: v for k, v in spec.grid.items() if k in valid}
+    grid = {k: v for k, v in spec.grid.items() if k in valid or k.partition(".")[0] in BLOCKS}
     if not grid:
         return [("", {})]
     points = []

@@ -115,3 +115,22 @@ def test_share_links_are_planned_at_their_calibrated_rate_and_repeats_where_choo
         rep_file.write_text(text.replace(old, bad))
         with pytest.raises(BenchError, match=error):
             load_study("rep", params_file)
+
+
+def test_a_grid_over_one_setting_of_a_block_keeps_the_rest_of_the_block(params_file, rep_file):
+    """``grid: {horovod.cycle_time_ms: [...]}`` plans one run per value with that Horovod setting only changed: the
+    hardware profile's other settings (the sleeping wait, the fusion threshold, the groups) stay."""
+    from bench.study import load_study
+    from bench.study.plan import planned_runs
+
+    plain = "profile: tiny\nalgorithms: [sync]\nnp: [2]\nsets: {max_steps: 5}\n"
+    rep_file.write_text(plain)
+    (base,) = planned_runs(load_study("rep", params_file), "sync")
+    rep_file.write_text(plain + "grid: {horovod.cycle_time_ms: [1.0, 10.0], horovod.cache_capacity: [0]}\n")
+    runs = planned_runs(load_study("rep", params_file), "sync")
+    assert [c.tag for c in runs] == ["horovod.cycle_time_ms1.0-horovod.cache_capacity0",
+                                     "horovod.cycle_time_ms10.0-horovod.cache_capacity0"]
+    assert [(c.launch.horovod.cycle_time_ms, c.launch.horovod.cache_capacity) for c in runs] == [(1.0, 0), (10.0, 0)]
+    kept = ("wait_sleep_us", "fusion_threshold_bytes", "groups")
+    assert base.launch.horovod.cache_capacity is None and base.launch.horovod.wait_sleep_us == 250
+    assert all(getattr(c.launch.horovod, k) == getattr(base.launch.horovod, k) for c in runs for k in kept)
