@@ -13,9 +13,10 @@ from ..results import Run
 from .selection import FAMILIES, family, frame_grid_points, frame_keys
 
 
-IDENTIFIERS = ("run", "git_commit", "config_hash", "registration")
-"""Columns of the suite's tables that are names, never numbers: a 12-digit hash such as ``727525265e09`` is also a
-valid float, and read as one it would print as ``7.275253e+17``."""
+IDENTIFIERS = ("run", "git_commit", "config_hash", "registration", "judged")
+"""Columns of the suite's tables that are text, never numbers: a 12-digit hash such as ``727525265e09`` is also a
+valid float, and read as one it would print as ``7.275253e+17``; ``judged`` (why a run carries no verdict) is empty
+in most rows, and read as a number it would be a column of NaN floats."""
 
 
 def read_table(path) -> pd.DataFrame:

@@ -31,7 +31,6 @@ def reread(study: Study, folder: Path, window: int) -> pd.DataFrame:
         raise BenchError(f"study {study.name!r} is not published in {folder} with its per-run tables: missing "
                          f"{', '.join(missing)} (python -m bench study publish --study {study.name} --to {folder})")
     cells = read_table(tables / "regimes.csv")
-    cells["judged"] = cells["judged"].astype(object).where(cells["judged"].notna(), "")
     target = json.loads((folder / "metrics" / "regimes.json").read_text())["target_accuracy"]
     reg = registration.load(study.name)
     rules = tuple(r for r in claim_rules.select(study.spec.claims) if r.metric == "time_to_target_s")

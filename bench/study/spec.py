@@ -208,7 +208,7 @@ def load_study(name: str | None = None, params_file: Path | None = None) -> Stud
                          f"least one value, or leave the key out")
     if not 0 < spec.target_fraction <= 1:
         raise BenchError(f"study {name!r}: target_fraction must be in (0, 1], got {spec.target_fraction!r}")
-    if isinstance(spec.target_window, bool) or not isinstance(spec.target_window, int) or spec.target_window < 1:
+    if spec.target_window < 1:  # (a non-integer is refused by build, naming the key)
         raise BenchError(f"study {name!r}: target_window must be a whole number of evaluations >= 1 (1: the first "
                          f"evaluation at or above the target), got {spec.target_window!r}")
     if spec.target_accuracy is not None and not 0 < spec.target_accuracy <= 1:
