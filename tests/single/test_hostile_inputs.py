@@ -110,6 +110,8 @@ CASES = [
     ("values/study target accuracy above 1", study("target_accuracy: 2.5\n"), "target_accuracy must be a held-out accuracy in (0, 1]"),
     ("values/study budget 0", study("budget_s: 0\n"), "budget_s must be > 0"),
     ("values/study target window 0", study("target_window: 0\n"), "target_window must be a whole number of evaluations >= 1"),
+    ("values/reread window 0", lambda t: (["study", "reread", "--study", "regimes", "--target-window", "0"], {}),
+     "--target-window must be a whole number of evaluations >= 1, got 0"),
     # what the build or this machine lacks
     ("build/controller not built", run_with("--set", "controller=mpi"), "controller 'mpi' is not built into this Horovod"),
     ("build/p2p backend not built", run_with("--set", "p2p_backend=nccl"), "p2p_backend 'nccl' needs torch.distributed built with NCCL"),
