@@ -10,6 +10,7 @@
   :mod:`.queue`: the parameter server and AD-PSGD as queues of clients;
 - :mod:`.calibrate`: the constants, fitted on micro-benchmarks and a named set of published runs only;
 - :mod:`.cells` and :mod:`.validate`: every other measured cell of the published studies predicted and compared;
-- :mod:`.anchors`: published results reproduced before forecasting (Horovod's 512-GPU scaling, a DGX-1);
+- :mod:`.anchors`: published results reproduced before forecasting (Horovod's 512-GPU scaling, a DGX-1, a DGX A100);
+- :mod:`.nccl`: NCCL's allreduce as its own tuner prices it (ring or tree, each protocol), for described GPU hardware;
 - :mod:`.forecast` and :mod:`.publish`: S(n) for n = 8 ... 256 on other hardware, and ``docs/results/predict/``.
 """

@@ -6,7 +6,10 @@
   DGX-1 (P100) benchmarks; ``sync`` with Horovod's defaults (gradients reduced from their hooks, behind the backward
   pass), so the model's terms are the ring's 2(n-1)/n M over the 25 GbE link, 2(n-1) hops, and the overlap.
 - **A DGX-1 at 8 GPUs** (NVIDIA DeepLearningExamples, PyTorch ResNet-50 v1.5, FP32): 367 img/s on one V100, 2855 on
-  eight (7.76x). Hardware ``dgx1``; ``ddp`` (PyTorch DDP over NCCL, as that run).
+  eight (7.76x). Hardware ``dgx1``; ``ddp`` (PyTorch DDP over NCCL, as that run), its allreduce priced by NCCL's
+  tuner (:mod:`.nccl`).
+- **A DGX A100 at 8 GPUs** (the same table, TF32): 938 img/s on one A100, 7248 on eight (7.72x). Hardware
+  ``dgxa100-ib``; ``ddp``, NCCL's tuner with its Ampere constants.
 
 The models (Inception V3, ResNet-101, VGG-16) are not ones the suite builds: a prediction needs only their sizes
 (``pipelines/hardware/model/workloads.yaml``), so the run's configuration is the ``dgx1`` profile's with the model
@@ -47,7 +50,8 @@ def table(calibration: dict | None = None) -> pd.DataFrame:
     model = Model(calibration or hardware.load_calibration())
     rows = []
     for hw_id, algorithm, label in (("horovod-p100", "sync", "Horovod, 512 GPUs (Sergeev and Del Balso 2018)"),
-                                    ("dgx1", "ddp", "DGX-1, 8 GPUs (NVIDIA DeepLearningExamples)")):
+                                    ("dgx1", "ddp", "DGX-1, 8 GPUs (NVIDIA DeepLearningExamples)"),
+                                    ("dgxa100-ib", "ddp", "DGX A100, 8 GPUs (NVIDIA DeepLearningExamples)")):
         hw = hardware.described(hw_id)
         for key, a in hw.anchors.items():
             n = int(a["np"])

@@ -26,6 +26,7 @@ from ..cluster import parse_rate
 from ..config import parse_delay
 from ..layout import REPO_ROOT
 from ..yamlfile import read_mapping
+from .nccl import CPUS, GPUS, LINKS, MAX_CHANNELS, Tuning
 
 MODEL_DIR = REPO_ROOT / "pipelines" / "hardware" / "model"
 WORKLOADS = MODEL_DIR / "workloads.yaml"
@@ -92,6 +93,9 @@ class Hardware:
     """A file ``bench probe`` wrote for an emulated cluster: the launch settings it measured (``link``, ``link_delay``,
     ``cpu_per_host``, and ``emulated_cpu`` for a straggler's host), which a forecast takes in place of the profile's, and the workload's step (``compute_s``),
     which takes the calibration's place (:func:`probed_calibration`)."""
+    nccl: Tuning | None = None
+    """``collectives: nccl``: allreduce priced by NCCL's own tuning model with these inputs (:mod:`.nccl`); None: the
+    ring of :func:`bench.predict.model.ring_cost` (gloo's, the default)."""
 
 
 PROBED_SETTINGS = ("link", "link_delay", "cpu_per_host")
@@ -193,7 +197,40 @@ def described(hw_id: str) -> Hardware:
                     _positive(path, "op_overhead_s", d.get("op_overhead_s", 0.0), zero=True),
                     _positive(path, "ps_kappa", d.get("ps_kappa", 0.0), zero=True), dict(compute),
                     dict(d.get("anchors") or {}), str(d.get("launch_profile", "")), str(d.get("profile", "")),
-                    {k: v for k, v in d.items() if k.endswith("_source")}, dict(probed) if probed else None)
+                    {k: v for k, v in d.items() if k.endswith("_source")}, dict(probed) if probed else None,
+                    _collectives(path, d, levels))
+
+
+COLLECTIVES = ("nccl", "ring")
+"""How a described hardware's allreduce is priced: ``ring`` (the default: gloo's ring, :func:`.model.ring_cost`) or
+``nccl`` (NCCL's tuning model, :mod:`.nccl`, with the inputs of the file's ``nccl`` mapping)."""
+NCCL_KEYS = {"gpu": GPUS, "cpu": CPUS, "intra": LINKS}
+
+
+def _choice(path: Path, where: str, value, valid) -> str:
+    if value not in valid:
+        raise BenchError(f"{path}: {where} is {value!r:.60}; valid: {', '.join(valid)}")
+    return value
+
+
+def _collectives(path: Path, d: dict, levels: list[Level]) -> Tuning | None:
+    """``collectives:`` and, for ``nccl``, its ``nccl`` mapping (the tuner's inputs) and a node's link then at most one
+    network (NCCL's two kinds of step), the node's GPUs given as the first level's ``size``."""
+    if _choice(path, "collectives", d.get("collectives", "ring"), COLLECTIVES) == "ring":
+        return None
+    t = d.get("nccl")
+    if not isinstance(t, dict) or not {*NCCL_KEYS, "channels"} <= set(t):
+        raise BenchError(f"{path}: collectives: nccl needs an nccl mapping with {', '.join(NCCL_KEYS)} and channels "
+                         f"(the tuner's inputs), got {t!r:.60}")
+    channels = t["channels"]
+    if not (isinstance(channels, int) and not isinstance(channels, bool) and 1 <= channels <= MAX_CHANNELS):
+        raise BenchError(f"{path}: nccl.channels is {channels!r:.60}, not an integer in [1, {MAX_CHANNELS}] "
+                         f"(NCCL's MAXCHANNELS)")
+    if len(levels) > 2 or (len(levels) == 2 and not isinstance(levels[0].size, int)):
+        raise BenchError(f"{path}: collectives: nccl prices a node's link and one network: give one level, or two "
+                         f"with the GPUs a node as the first one's size")
+    return Tuning(*(_choice(path, f"nccl.{k}", t[k], valid) for k, valid in NCCL_KEYS.items()), channels,
+                  str(t.get("source", "")))
 
 
 def probed_calibration(calibration: dict, hw: Hardware) -> dict:

@@ -5,8 +5,10 @@ For one worker, a step costs (docs/results/predict/README.md gives the terms wit
 - **compute** ``c``: the workload's forward, backward and update on the hardware (``hardware.Workload.compute_s``);
 - **communication on the wire**: per exchange, the bytes on each link it crosses over the link's rate. A ring
   allreduce of M bytes over n workers sends and receives 2(n-1)/n M a worker in 2(n-1) dependent hops, so it
-  costs 2(n-1)/n M / B + 2(n-1) latency (B and latency of the slowest level the ring spans); a point-to-point
-  round, M per peer and one hop; a parameter server's link carries every worker's push and pull (:mod:`.queue`);
+  costs 2(n-1)/n M / B + 2(n-1) latency (B and latency of the slowest level the ring spans), or, on a described
+  GPU hardware whose file says ``collectives: nccl``, what NCCL's own tuner prices (:mod:`.nccl`: the least of its
+  ring and tree and their protocols, with NCCL's latencies a step); a point-to-point round, M per peer and one hop;
+  a parameter server's link carries every worker's push and pull (:mod:`.queue`);
 - **host CPU** where the host's CPU does the communication (gloo over TCP on CPU hosts and on the emulated
   cluster): a per-operation cost plus a cost per byte sent or received, and on the emulated cluster a barrier
   term ω(√k - 1) for a collective after k independent local steps (the hosts' quota periods drift apart);
@@ -29,7 +31,7 @@ from dataclasses import asdict, dataclass, field
 from ..config import HOROVOD_DEFAULTS
 from .hardware import Hardware, Workload
 from .patterns import Exchange, Pattern, pattern
-from . import transport
+from . import nccl, transport
 from .queue import Visit, simulate_pairs, simulate_server
 from .sim import Client, Op, simulate_collective
 
@@ -103,6 +105,22 @@ def ring_cost(hw: Hardware, n: int, nbytes: float) -> tuple[float, float]:
     return max(ring / lv.bytes_per_s for lv, _ in levels), 2 * (n - 1) * max(lv.latency_s for lv, _ in levels)
 
 
+def allreduce_cost(hw: Hardware, n: int, nbytes: float, ops: float = 1.0) -> tuple[float, float]:
+    """(wire, latency) seconds of ``ops`` allreduces sharing ``nbytes`` over ``n`` workers on ``hw``: the ring of
+    :func:`ring_cost`, or, where the description says ``collectives: nccl``, each operation as NCCL's tuner prices it
+    (:func:`bench.predict.nccl.allreduce`: the least of its ring and tree, each protocol), run one after the other on
+    NCCL's stream. As for the ring, one latency is the exposed term: the others are time the operations occupy, like
+    their wire, which the backward pass may hide (``wire`` = ops x wire + (ops - 1) x latency of one)."""
+    if hw.nccl is None:
+        return ring_cost(hw, n, nbytes)
+    if n <= 1:
+        return 0.0, 0.0
+    node, network = hw.levels[0], (hw.levels[1] if len(hw.levels) > 1 else None)
+    cost = nccl.allreduce(hw.nccl, n, nbytes / ops, node.group(n) if network else n, node.bytes_per_s,
+                          network.bytes_per_s if network else None)
+    return ops * cost.wire_s + (ops - 1) * cost.latency_s, cost.latency_s
+
+
 def p2p_cost(hw: Hardware, n: int, nbytes: float, distance: int, peers: int) -> tuple[float, float]:
     """(wire, latency) of a round in which every worker sends ``nbytes`` to ``peers`` workers ``distance`` away: a
     group of g workers behind a link sends min(g, distance) of its messages across it."""
@@ -151,10 +169,6 @@ class Model:
             return count * transport.delay_added_s(op, nbytes / count, n, bps, delay, kt)
 
         if e.kind == "allreduce":
-            wire, lat = ring_cost(hw, n, nbytes)
-            if e.overlap == "backward":
-                wire = max(0.0, wire - BACKWARD_SHARE * wl.compute_s)
-            comm = wire + lat + (hw.op_overhead_s if n > 1 else 0.0)
             rounds = e.ops
             if e.overlap == "backward" and e.ops > 1 and pat.runtime == "horovod":
                 # Horovod fuses the tensors ready in the same cycle; a cycle lasts its sleep and its negotiation
@@ -162,6 +176,10 @@ class Model:
                 if delay and kt:
                     cycle += transport.negotiation_s(n, delay, kt) - transport.negotiation_s(n, 0.0, kt)
                 rounds = min(e.ops, 1 + BACKWARD_SHARE * wl.compute_s / cycle)
+            wire, lat = allreduce_cost(hw, n, nbytes, rounds)
+            if e.overlap == "backward":
+                wire = max(0.0, wire - BACKWARD_SHARE * wl.compute_s)
+            comm = wire + lat + (hw.op_overhead_s if n > 1 else 0.0)
             comm += delayed("allreduce_hvd" if pat.runtime == "horovod" else "allreduce_gloo", rounds)
             cpu = 0.0
             if host and n > 1:

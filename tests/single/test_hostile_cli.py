@@ -121,6 +121,8 @@ CASES = [
     ("files/hardware zero bandwidth", dgx1("busbw_GBps: ", "busbw_GBps: 0 #"), "levels[0].busbw_GBps is 0, not a finite number > 0"),
     ("files/hardware text bandwidth", dgx1("busbw_GBps: ", "busbw_GBps: fast #"), "levels[0].busbw_GBps is 'fast'"),
     ("files/hardware list latency", dgx1("latency_us: ", "latency_us: [1, 2] #"), "levels[0].latency_us is [1, 2]"),
+    ("files/hardware unknown collectives", dgx1("collectives: nccl", "collectives: mpi"),
+     "collectives is 'mpi'; valid: nccl, ring"),
     ("files/calibration truncated", damaged(CALIBRATION, lambda s: s[: len(s) // 2], *EMU), "calibration.json: corrupt JSON"),
     ("files/calibration without a key", calibration(lambda d: d.pop("hop_s")), "calibration.json: no key 'hop_s'"),
     ("files/calibration text constant", calibration(lambda d: d.update(c_full_s="slow")), "calibration.json: c_full_s is 'slow'"),
