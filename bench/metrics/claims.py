@@ -20,7 +20,8 @@ otherwise, and ``not testable here`` when the study has none of its cells, or fe
 them (no interval: a study of one run per cell says so instead of a verdict). A study may repeat only the cells its
 claims test (``repeats_where``): a claim is then judged on its tests with at least 3 repeats, and its evidence
 counts the tests left out for having fewer. A rule may test only the strongest of its references in each cell
-(:attr:`Rule.baseline`), or a method's worst over a cell's grid points (:attr:`Rule.over_points`).
+(:attr:`Rule.baseline`), or a method's worst over a cell's grid points, or over its grid points and numbers of
+workers together (:attr:`Rule.over_points`).
 ``claims.csv`` gives per claim the effect, interval and n of the deciding test (the weakest support, or the strongest
 contradiction), the rule and the verdict, with every test in ``evidence``.
 """
@@ -100,7 +101,9 @@ class Rule:
     over_points: str = "each"
     """``each``: every grid point of a cell is a test; ``worst``: a method's worst value over the cell's grid points
     (per repeat) is compared with the reference's worst (robustness to the grid's hyperparameters: the metric must
-    not be a time to target, whose censored runs have no worst value)."""
+    not be a time to target, whose censored runs have no worst value); ``worst_workers``: the same over the grid
+    points and the numbers of workers together (robustness to the distributed hyperparameters too: one test a subject
+    where the workers are not a cell of their own)."""
 
     def bar(self) -> float:
         """What the paired ratio must exceed: the threshold raised by the minimum effect."""
@@ -112,7 +115,9 @@ class Rule:
         where = {"none": "without a straggler", "any": "with a straggler", "all": "in every regime"}[self.straggler]
         against = (f"the best of {' and '.join(self.references)} in each cell" if self.baseline == "best"
                    else ' and '.join(self.references))
-        of = f"the worst over the grid of {self.metric}" if self.over_points == "worst" else self.metric
+        of = {"worst": f"the worst over the grid of {self.metric}",
+              "worst_workers": f"the worst over the grid and the numbers of workers of {self.metric}"}.get(
+            self.over_points, self.metric)
         above = (f"{self.bar():g} (threshold {self.threshold:g}, minimum effect {self.min_effect:.0%})"
                  if self.min_effect else f"{self.threshold:g}")
         parts = [f"{' and '.join(self.subjects)} vs {against}: paired ratio of {of} ({better} is better) > {above}, "
@@ -248,6 +253,14 @@ RULES: dict[str, Rule] = {
                             "worst final accuracy over a learning-rate grid shared by the three is at least 5 % "
                             "higher than DOWNPOUR's", ("agn", "adag"), ("downpour",), "final_accuracy", HERMANS,
                             straggler="none", over_points="worst", min_effect=0.05),
+    # the same, with the number of workers a distributed hyperparameter of the grid (the quote's "(distributed)"; the
+    # thesis: DOWNPOUR's staleness grows with the workers): each method's worst over the learning rates and the
+    # numbers of workers together, one test a subject (regimes-hermans-robust, registered before its runs)
+    "hermans-robust-workers": _rule("Hermans 2017", "AGN and ADAG are more robust to (distributed) hyperparameters "
+                                    "than DOWNPOUR: their worst final accuracy over a learning-rate grid and the "
+                                    "numbers of workers, shared by the three, is at least 5 % higher than DOWNPOUR's",
+                                    ("agn", "adag"), ("downpour",), "final_accuracy", HERMANS, straggler="none",
+                                    over_points="worst_workers", min_effect=0.05),
     # the straggler claim from the paper's result sentence, AD-PSGD its subject, against the best synchronous method
     # on the same hosts and CPU (regimes-straggler; regimes' async-straggler quoted the introduction and gave
     # DOWNPOUR a fifth host)
@@ -321,7 +334,7 @@ def _cell_ok(rule: Rule, cell: dict, ref: pd.DataFrame) -> bool:
         return False
     if rule.delays and cell.get("link_delay", "0ms") not in rule.delays:
         return False
-    if rule.workers and int(cell["np"]) not in rule.workers:
+    if rule.workers and "np" in cell and int(cell["np"]) not in rule.workers:
         return False
     if rule.comm_share is not None:
         s = float(ref["comm_share"].median()) if "comm_share" in ref else math.nan
@@ -344,31 +357,55 @@ def _score(rule: Rule, rows: pd.DataFrame) -> float:
     return -math.inf if math.isnan(m) else m if HIGHER_IS_BETTER.get(rule.metric, True) else -m
 
 
+WORST = {"worst": ["point"], "worst_workers": ["np", "point"]}
+"""What a method's worst is taken over, for each :attr:`Rule.over_points` that takes one: a cell's grid points, or its
+grid points and numbers of workers together."""
+
+
+def _points(rule: Rule, rows: pd.DataFrame) -> pd.Series:
+    """Each row's point in the space the rule takes the worst over (:data:`WORST`), as text (``4/lr0.2`` where the
+    workers count too)."""
+    return rows[WORST[rule.over_points]].astype(str).agg("/".join, axis=1)
+
+
 def _worst(rule: Rule, rows: pd.DataFrame, points: set) -> pd.DataFrame:
-    """Per repeat, the row of ``rows`` with the worst value of the rule's metric over ``points`` (a missing value is
-    the worst), its ``point`` set to ``worst of k``: :attr:`Rule.over_points` ``worst``."""
-    rows = rows[rows["point"].isin(points)]
+    """Per repeat, the row of ``rows`` with the worst value of the rule's metric over ``points`` (:func:`_points`; a
+    missing value is the worst), its ``point`` set to ``worst of k`` (and its ``np`` to the workers it spans, ``2+4``,
+    where they count: :attr:`Rule.over_points` ``worst_workers``)."""
+    rows = rows[_points(rule, rows).isin(points).to_numpy()]
     higher = HIGHER_IS_BETTER.get(rule.metric, True)
     v = pd.to_numeric(rows[rule.metric], errors="coerce").astype(float).fillna(-math.inf if higher else math.inf)
     pick = (v.groupby(rows["repeat"]).idxmin() if higher else v.groupby(rows["repeat"]).idxmax()).to_numpy()
-    return rows.loc[pick].assign(point=f"worst of {len(points)}")
+    worst = rows.loc[pick].assign(point=f"worst of {len(points)}")
+    if "np" in WORST[rule.over_points]:
+        worst["np"] = "+".join(str(n) for n in sorted(pd.unique(rows["np"])))
+    return worst
 
 
 def _cell_key(rule: Rule) -> list[str]:
-    """What makes one of the rule's cells: :data:`CELL`, without the grid point where its points count together."""
-    return [c for c in CELL if c != "point"] if rule.over_points == "worst" else CELL
+    """What makes one of the rule's cells: :data:`CELL`, without what the rule takes a method's worst over."""
+    return [c for c in CELL if c not in WORST.get(rule.over_points, [])]
 
 
 def _pair(rule: Rule, g: pd.DataFrame, subject: str, reference: str) -> pd.DataFrame:
     """The subject's rows of cell ``g`` merged with the reference's on the repeat (each side's worst over the points
     both ran, where the rule takes the worst: :func:`_worst`); empty where one of them did not run there."""
     sub, ref = g[g["algorithm"] == subject], g[g["algorithm"] == reference]
-    if rule.over_points == "worst":
-        shared = set(sub["point"]) & set(ref["point"])
+    if rule.over_points in WORST:
+        shared = set(_points(rule, sub)) & set(_points(rule, ref))
         if not shared:
             return sub.iloc[:0]
         sub, ref = _worst(rule, sub, shared), _worst(rule, ref, shared)
     return sub.merge(ref, on="repeat", suffixes=("", "_ref"))
+
+
+def _rows(rule: Rule, cells: pd.DataFrame) -> pd.DataFrame:
+    """The runs of ``cells`` the rule reads: with ``straggler_pace`` where that is its metric, and only the rule's
+    numbers of workers where a cell spans several (:attr:`Rule.over_points` ``worst_workers``)."""
+    df = with_straggler_pace(cells) if rule.metric == "straggler_pace" else cells
+    if rule.workers and "np" not in _cell_key(rule):
+        df = df[df["np"].astype(int).isin(rule.workers)]
+    return df
 
 
 def tests(rule: Rule, cells: pd.DataFrame) -> pd.DataFrame:
@@ -376,15 +413,18 @@ def tests(rule: Rule, cells: pd.DataFrame) -> pd.DataFrame:
     reference and cell with the paired ratio, n, the ceiling where it applies and the one-sided p-values before
     the Holm correction (:func:`verdict` applies it across the tests it judges). With :attr:`Rule.baseline` ``best``
     only the strongest reference of each cell is tested; with :attr:`Rule.over_points` ``worst`` a cell is its grid
-    points together, each method's worst over the points both it and the reference ran."""
+    points together (``worst_workers``: its grid points and numbers of workers), each method's worst over the points
+    both it and the reference ran."""
     cols = [*CELL, "subject", "reference", "baseline", "effect", "ci_low", "ci_high", "n", "ceiling", "p_support",
             "p_contradict", "censored", "censored_ref", "censored_both"]
-    if rule.over_points == "worst" and rule.metric == "time_to_target_s":
-        raise BenchError(f"{rule.claim}: over_points 'worst' needs a metric with a value in every run, not "
-                         f"{rule.metric} (a run that never reached the target has none)")
+    if rule.over_points in WORST and rule.metric == "time_to_target_s":
+        raise BenchError(f"{rule.claim}: over_points '{rule.over_points}' needs a metric with a value in every run, "
+                         f"not {rule.metric} (a run that never reached the target has none)")
+    if rule.over_points not in ("each", *WORST):
+        raise BenchError(f"{rule.claim}: over_points {rule.over_points!r} is not one of each, {', '.join(WORST)}")
     if cells.empty:
         return pd.DataFrame(columns=cols)
-    df = with_straggler_pace(cells) if rule.metric == "straggler_pace" else cells
+    df = _rows(rule, cells)
     rows, key = [], _cell_key(rule)
     for keys, g in df.groupby(key, sort=True, dropna=False):
         cell = dict(zip(key, keys))
@@ -403,7 +443,8 @@ def tests(rule: Rule, cells: pd.DataFrame) -> pd.DataFrame:
                 if both.empty:
                     continue
                 r = _ratio(rule, both)
-                rows.append({**cell, "point": both["point"].iloc[0], "subject": subject, "reference": reference,
+                rows.append({**cell, "np": both["np"].iloc[0], "point": both["point"].iloc[0], "subject": subject,
+                             "reference": reference,
                              "baseline": f"{reference} ({how})", "effect": r["effect"], "ci_low": r["ci_low"],
                              "ci_high": r["ci_high"], "n": r["n"], "ceiling": ceiling, "p_support": r["p_above"],
                              "p_contradict": r["p_below"],
@@ -429,7 +470,7 @@ def leave_one_out(rule: Rule, cells: pd.DataFrame, decide) -> tuple[float, float
     """:data:`LOO_COLUMNS` of the deciding test ``decide`` (a row of :func:`tests`): its bound on the bar's side
     recomputed with each repeat left out in turn, (lowest, highest); NaN where fewer than :data:`MIN_N` pairs would
     remain (no interval: a verdict on 3 pairs has no seed to spare)."""
-    df = with_straggler_pace(cells) if rule.metric == "straggler_pace" else cells
+    df = _rows(rule, cells)
     key = _cell_key(rule)
     g = _in_cells(df, {tuple(pd.Series([decide[k] for k in key], dtype=object).astype(str))}, key)
     both = _pair(rule, g, decide["subject"], decide["reference"])

@@ -3,6 +3,7 @@ the rendered and published claims tables."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -195,6 +196,34 @@ def test_robustness_compares_each_methods_worst_over_the_grid_it_shares():
     assert claims.claims(lonely, (worst,), registration=REG).iloc[0]["effect"] == pytest.approx(row["effect"])
     with pytest.raises(claims.BenchError, match="over_points 'worst' needs a metric"):
         claims.tests(claims.Rule("t", "c", ("agn",), ("downpour",), "time_to_target_s", over_points="worst"), cells)
+
+
+def test_robustness_over_the_workers_too_takes_one_worst_across_them():
+    """Robust to the distributed hyperparameters: agn is the weaker at 2 workers (0.85 against 0.95 at lr 0.05) and
+    downpour diverges at 4 (0.1 at lr 0.2). Per number of workers the 2-worker test contradicts; over the learning
+    rates and the workers together each method has one worst (agn 0.85, downpour 0.1): one test, x8.5. A rule limited
+    to some workers takes the worst over those only."""
+    acc = {("agn", 2, "lr0.05"): 0.85, ("downpour", 4, "lr0.2"): 0.1}
+    cells = pd.concat([cells_frame({"agn": 1.0, "downpour": 1.0}, repeats=6, seed=s).assign(point=p, np=n)
+                       for s, (n, p) in enumerate([(2, "lr0.05"), (2, "lr0.2"), (4, "lr0.05"), (4, "lr0.2")])],
+                      ignore_index=True)
+    cells = cells[cells["algorithm"] != "sync"].copy()
+    rng = np.random.default_rng(7)
+    centre = [acc.get(k, 0.95) for k in zip(cells["algorithm"], cells["np"], cells["point"])]
+    cells["final_accuracy"] = np.asarray(centre) * noisy(rng, len(cells), 1.0, sd=0.01)
+    per_np = claims.Rule("t", "c", ("agn",), ("downpour",), "final_accuracy", over_points="worst", min_effect=0.05)
+    split = claims.claims(cells, (per_np,), registration=REG).iloc[0]
+    assert split["verdict"] == "not reproduced" and split["effect"] == pytest.approx(0.85 / 0.95, rel=0.03)
+    together = dataclasses.replace(per_np, over_points="worst_workers")
+    row = claims.claims(cells, (together,), registration=REG).iloc[0]
+    assert row["verdict"] == "reproduced" and row["tests"] == 1 and row["effect"] == pytest.approx(8.5, rel=0.05)
+    assert "/np2+4/worst of 4: x8." in row["evidence"]
+    assert "the worst over the grid and the numbers of workers of final_accuracy" in row["rule"]
+    assert math.isfinite(row["loo_low"]) and row["loo_low"] > 1.05
+    only_two = claims.claims(cells, (dataclasses.replace(together, workers=(2,)),), registration=REG).iloc[0]
+    assert "/np2/worst of 2: x0.90" in only_two["evidence"] and only_two["verdict"] == "not reproduced"
+    with pytest.raises(claims.BenchError, match="over_points 'best' is not one of each, worst, worst_workers"):
+        claims.tests(dataclasses.replace(per_np, over_points="best"), cells)
 
 
 def test_overlap_gain_above_its_ceiling_is_not_counted_as_support():
