@@ -31,7 +31,7 @@ from . import hardware
 from .query import resolve_run
 from .model import Model
 
-HARDWARE = ("dgx1", "cluster-ib", "eth10g", "wan")
+HARDWARE = ("dgx1", "dgxa100-ib", "cluster-ib", "eth10g", "wan")
 WORKERS = (8, 16, 32, 64, 128, 256)
 TIE = 0.99  # methods within 1 % of the fastest share the win: the model is not that precise
 COLUMNS = ["hardware", "workload", "algorithm", "family", "np", "throughput", "speedup", "efficiency", "step_ms",
