@@ -124,7 +124,8 @@ def fit(cells=None) -> dict:
         tfit = transport.fit()
         k["transport"] = tfit["constants"]
         k["transport_fit"] = {"source": tfit["source"], "cells": tfit["cells"], "table": tfit["table"],
-                              "meaning": transport.MEANING}
+                              "meaning": transport.MEANING, "loss": tfit["loss"], "f_scale": tfit["f_scale"],
+                              "max_load": tfit["max_load"], "left_out": tfit["left_out"]}
     k["made"] = made()
     k["provenance"] = {
         "study_calibration": str(STUDY_CALIBRATION.relative_to(REPO_ROOT)),
