@@ -108,7 +108,7 @@ LOSS = "soft_l1"
 """The fit's loss on each cell's log(predicted / measured) (scipy's ``least_squares``): ``soft_l1`` counts a residual
 past :data:`F_SCALE` about linearly, not squared, so the cells the load disturbed (the 0-delay and Horovod cells: up
 to 40 % between a cell's own repeats) pull the constants less than the many that agree; the issue's target is a
-median. ``linear`` (plain least squares, the fit before 2026-11-30) is reported beside it in the README."""
+median. ``linear`` (plain least squares, the fit until 2026-11-29) is reported beside it in the README."""
 F_SCALE = 0.1
 """Residual (in log units, about 10 %) past which :data:`LOSS` ``soft_l1`` stops squaring."""
 HOROVOD_OPS = ("allreduce_hvd", "broadcast", "allgather")
