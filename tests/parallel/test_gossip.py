@@ -147,7 +147,10 @@ def test_adpsgd_active_does_not_wait_for_a_straggler(tmp_path):
         base_rates.append(rank0_rate(base))
         slow_rates.append(rank0_rate(slow))
     ratio = float(np.median(slow_rates) / np.median(base_rates))
-    assert ratio >= 0.8, f"rank 0 steps at {ratio:.2f} of its rate without the straggler"
+    # the bar from the mechanism: waiting for a 3x straggler every other round steps at 2 / (1 + 3) = 0.5 of the rate
+    # at most; not waiting, at about 1. 0.8 sat inside the noise: 0.77 in a fresh-clone `make test` (2026-11-29),
+    # its other pytest process loading the same 2 cores. 0.65 keeps the two mechanisms apart with a margin each side.
+    assert ratio >= 0.65, f"rank 0 steps at {ratio:.2f} of its rate without the straggler (waiting: 0.5 or less)"
     # every averaging counted, on both sides
     s = slow.summary
     assert s["adpsgd_initiated_rank0"] == s["adpsgd_initiated_rank2"] == len(slow.steps[slow.steps["rank"] == 0])
