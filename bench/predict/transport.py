@@ -265,7 +265,7 @@ def horovod_constants(k: dict) -> dict:
 
 def negotiation_s(n: int, delay_s: float, k: dict) -> float:
     """One Horovod negotiation: a tiny ring allreduce (CrossRankBitwiseAnd, horovod/common/controller.cc)."""
-    return ring_allreduce_s(8, n, 0.0, delay_s, {**horovod_constants(k), "byte_s": 0.0})
+    return ring_allreduce_s(8, n, 0.0, delay_s, {**k, "byte_s": 0.0})
 
 
 def carried(op: str, nbytes: float, n: int, k: dict) -> float:
