@@ -136,8 +136,12 @@ def readme(dest: Path, val: pd.DataFrame, anc: pd.DataFrame, win: pd.DataFrame) 
         f"Samples to the target per (algorithm, n), the median over the uncensored runs of `{target.CALIBRATION_STUDY}` "
         "(its per-run table), over the model's throughput; validated on the held-out cells of "
         + ", ".join(f"`{s}`" for s in target.VALIDATION_STUDIES) + " (error = predicted / measured - 1 of the median "
-        "time to target of each cell's uncensored runs). An (algorithm, n) without such runs is forecast as "
-        "throughput only.",
+        "time to target of each cell's uncensored runs). The relation is at each method's rate in "
+        f"`{target.CALIBRATION_STUDY}`; a cell at another rate takes it times the ratio of samples to the target "
+        f"that `{target.LR_STUDY}` (a learning-rate sweep of the workload, one seed a rate, 4 workers) measured "
+        "between the two rates, the method's own or its family's representative's (`relation` names it). An "
+        "(algorithm, n) without such runs, or at a rate the sweep cannot reach, is forecast as throughput only and "
+        "left out here.",
         "",
         _md(ttt_summary) if len(ttt_summary) else "no held-out cell",
         "",

@@ -166,10 +166,12 @@ def predict_many(algorithms: list[str], nps: list[int], hw_id: str, profile: str
             e = near.get((fam, band))
             # the relation is of the workload (samples to the target): any hardware running that workload, the
             # emulated cluster's or a probed machine's
-            ttt = target.time_to_target(algorithm, n, p["throughput"], rel) \
+            backed = target.backing(algorithm, n, cfg.train.lr, rel) \
                 if hw.emulated or cfg.profile == target.relation_profile() else None
+            ttt = backed[0] / p["throughput"] if backed and p["throughput"] > 0 else None
             p.update({"time_to_target_s": ttt, "time_to_target_note": "throughput only: no measured relation"
-                      if ttt is None else f"samples to target of {rel[algorithm, n]['source']} / throughput",
+                      + ("" if (algorithm, n) not in rel else f" at lr {cfg.train.lr:g}")
+                      if ttt is None else f"samples to target of {backed[1]} / throughput",
                       "time_to_target_median_abs_error": ttt_err if ttt is not None else None})
             p.update({"nearest": None if e is None else f"{fam}, delay {band}",
                       "nearest_median_abs_error": None if e is None else float(e["median_abs_error"]),

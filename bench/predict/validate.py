@@ -9,7 +9,8 @@ the calibration's) stays in, flagged ``same_config_as_calibration``, and the sum
 is true for the cells of a study whose forecast (``docs/results/<study>/forecast.csv``, ``python -m bench predict
 --forecast-study``) was committed before its runs (:data:`FORECAST_BEFORE_RUN`, with the commits), and
 ``committed_forecast_error`` is that forecast's own error: the model of that day, not today's, which was revised
-after those cells ran.
+after those cells ran. ``lr`` is the cell's learning rate (the time-to-target relation moves to it:
+:func:`bench.predict.target.backing`).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from .model import Model
 COLUMNS = ["study", "cell", "algorithm", "family", "np", "link", "straggler", "repeats", "measured", "predicted",
            "error", "bound", "measured_step_ms", "predicted_step_ms", "measured_comm_ms", "predicted_comm_ms",
            "measured_staleness", "predicted_staleness", "same_config_as_calibration", "delay", "delay_band",
-           "forecast_before_run", "committed_forecast_error", "metric"]
+           "forecast_before_run", "committed_forecast_error", "metric", "lr"]
 BANDS = (0.0, 1.0, 5.0, 25.0)
 """One-way delays (ms) the validation is summarised at; a cell goes to the nearest (on a log scale above 0)."""
 FORECAST_BEFORE_RUN = {
@@ -88,7 +89,7 @@ def table(calibration: dict | None = None, cells: list[Cell] | None = None) -> p
         before = committed.get((cell.study, cell.algorithm, cell.np, cell.point))
         rows[-1].update({"delay": delay_ms, "delay_band": delay_band(delay_ms), "forecast_before_run": before is not None,
                          "committed_forecast_error": None if before is None else before / cell.throughput - 1,
-                         "metric": "throughput"})
+                         "metric": "throughput", "lr": float(cell.cfg.train.lr)})
     return pd.DataFrame(rows, columns=COLUMNS)
 
 

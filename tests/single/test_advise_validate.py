@@ -29,6 +29,24 @@ def test_relation_interpolates_between_measured_worker_counts_and_never_extrapol
     assert {a for a, _ in rel} == {a for a, _ in measured}
 
 
+def test_relation_moves_to_another_learning_rate_by_the_sweeps_measured_ratio_or_backs_nothing():
+    rel, sweep = target.relation(), target._sweep()
+    r = rel["sync", 4]
+    assert r["lr"] == pytest.approx(0.1)  # regimes-speedup runs sync at the profile's rate
+    assert target.backing("sync", 4, 0.1, rel, sweep) == (r["samples"], r["source"])
+    samples, source = target.backing("sync", 4, 0.2, rel, sweep)
+    assert samples == pytest.approx(r["samples"] * sweep["sync", 0.2] / sweep["sync", 0.1], rel=1e-12)
+    assert source.endswith("(regimes-lr/sync lr 0.1 -> 0.2)")
+    # a method the sweep does not run moves as its family's representative does
+    assert target.backing("ddp", 4, 0.2, rel, sweep)[1].endswith("(regimes-lr/sync lr 0.1 -> 0.2)")
+    # AGN's relation is at 0.05, where neither AGN nor DOWNPOUR reached the target in the sweep: nothing backs 0.2
+    assert rel["agn", 4]["lr"] == pytest.approx(0.05) and ("agn", 0.05) not in sweep
+    assert target.backing("agn", 4, 0.2, rel, sweep) is None
+    assert target.time_to_target("agn", 4, 1000.0, rel, lr=0.2, sweep=sweep) is None
+    assert target.backing("sync", 4, 0.3, rel, sweep) is None  # a rate the sweep never ran
+    assert target.time_to_target("sync", 4, 1000.0, rel, lr=0.2, sweep=sweep) == pytest.approx(samples / 1000.0)
+
+
 def test_every_scenario_runs_every_method_at_every_seed_on_the_generators_cluster():
     s = next(x for x in validate.scenarios() if x["straggler_host"] is not None and x["delay_ms"])
     planned = validate.configs(s)
