@@ -25,6 +25,7 @@ docs/results/predict/NOTES.md.)
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import asdict, dataclass, field
 
@@ -208,6 +209,32 @@ class Model:
             return every, comm, cpu
         raise ValueError(f"exchange kind {e.kind!r} is not a collective")
 
+    def horovod_loop(self, e: Exchange, cfg, hw: Hardware, wl: Workload, pat: Pattern) -> tuple[float, tuple]:
+        """A non-blocking Horovod allreduce (``behind``) on the emulated cluster, as Horovod's background loop carries
+        it (``RunLoopOnce``, horovod/common/operations.cc; ``ComputeResponseList``, controller.cc): the loop
+        negotiates every cycle, whether or not a tensor is queued (``CoordinateCacheAndState``: the cache's bit
+        allreduce), takes only the tensors queued when the cycle starts, and fuses them into one operation. So a
+        reduction queued while the loop is busy goes with the next cycle, and those queued together go as one.
+        Returns (T, data): T one negotiation, data the seconds of a cycle's operation carrying 1 .. K of these
+        fused (K = lag / every + 1 can be queued at once: delayed allreduce's d + 1). The micro-benchmark that fits
+        the Horovod terms times blocking operations back to back, each queued just after the loop started an empty
+        cycle: an empty negotiation, its own, then its data, so T = nu / 2 negotiations (:mod:`.transport`) and
+        data = the blocking cost less 2 T (our reading of those sources, checked against delayed allreduce's steps
+        in regimes-latency: docs/results/predict/NOTES.md). (0, ()) for the others: their cost stays ``comm``."""
+        kt = self.k.get("transport")
+        n = cfg.launch.np
+        if (e.kind != "allreduce" or e.overlap != "behind" or pat.runtime != "horovod" or n <= 1 or not kt
+                or not hw.emulated):
+            return 0.0, ()
+        delay, _ = link_delay(hw, n)
+        cycle = kt["nu_allreduce_hvd"] / 2 * transport.negotiation_s(n, delay, kt)
+        if cycle <= 0:
+            return 0.0, ()
+        most = 1 + (e.lag // max(1, round(e.every)) if e.lag else 0)
+        data = tuple(max(0.0, self.exchange_cost(dataclasses.replace(e, fraction=e.fraction * k), cfg, hw, wl,
+                                                 pat)[1] - 2 * cycle) for k in range(1, most + 1))
+        return cycle, data
+
     # -- shares and stragglers -------------------------------------------------------------------------------
     def shares(self, cfg, hw: Hardware) -> list[float | None]:
         """Each worker's effective CPU share (cores x the quota's efficiency); None: not CPU-bound (a GPU)."""
@@ -253,7 +280,8 @@ class Model:
     def _collective(self, cfg, hw, wl, pat) -> Prediction:
         c = wl.compute_s
         costs = [self.exchange_cost(e, cfg, hw, wl, pat) for e in pat.exchanges]
-        ops = [Op(max(1, round(every)), comm, cpu, behind=e.overlap == "behind", lag=e.lag)
+        ops = [Op(max(1, round(every)), comm, cpu, behind=e.overlap == "behind", lag=e.lag,
+                  **dict(zip(("cycle_s", "fused_s"), self.horovod_loop(e, cfg, hw, wl, pat))))
                for e, (every, comm, cpu) in zip(pat.exchanges, costs)]
         shares = self.shares(cfg, hw)
         sleeps = self.sleeps(cfg, hw, wl, shares)

@@ -61,7 +61,12 @@ class Op:
     cpu_s: float
     behind: bool = False
     lag: int = 0
-    """A ``behind`` operation is waited for this many steps after it starts (0: ``every``)."""
+    """A ``behind`` operation is waited for this many steps after it starts (0: ``every``); a lagged one is started
+    before the step waits for the one ``lag`` steps older (delayed allreduce's order)."""
+    cycle_s: float = 0.0
+    """A ``behind`` operation of Horovod's: one negotiation of its background loop (0: not played as that loop)."""
+    fused_s: tuple = ()
+    """With ``cycle_s``: the data seconds of a cycle that carries 1, 2, ... of these operations fused."""
 
 
 @dataclass(frozen=True)
@@ -98,9 +103,43 @@ def simulate_collective(workers: list[Client], ops: list[Op], period_s: float, s
     warm = steps // 5 if noisy else steps // 2
     t = [0.0] * n
     compute, wait = [0.0] * n, [0.0] * n
-    pending: list[tuple[int, float]] = []
+    pending: list[tuple[int, list]] = []  # (step it is waited for at, [the time it is through])
     channel = 0.0  # when the collectives started so far are through
+    cycle: dict = {}  # Horovod's loop: the last cycle that carries operations (start, operations, [end])
     mark = None
+
+    stall = max([(1 - w.share) * period_s for w in workers if w.share and w.share < 1] + [0.0])
+
+    def fusing(op: Op) -> bool:
+        """Whether Horovod's loop keeps fusing ``len(op.fused_s)`` of these a cycle: once a cycle carries one, the
+        next is queued while it runs and goes alone in the next cycle, which runs at once (no empty negotiation
+        between them to gather two), and nothing brings the loop back; a fused cycle is followed by an empty one,
+        which gathers the next ones only if every worker computes and queues them within that negotiation, after
+        the longest a host's quota can hold it ((1 - share) of a period)."""
+        most = len(op.fused_s)
+        return most > 1 and most * max(w.step_cpu_s + op.cpu_s for w in workers) + stall < op.cycle_s
+
+    def launch(op: Op, step: int) -> None:
+        nonlocal t, channel, cycle
+        launched = [hosts[i].run(t[i], op.cpu_s) for i in range(n)]
+        t = launched
+        ready = max(launched)
+        if op.cycle_s > 0:
+            if cycle and cycle["start"] >= ready and cycle["ops"] < len(op.fused_s):  # queued before it starts
+                cycle["ops"] += 1
+                cycle["end"][0] = cycle["start"] + op.cycle_s + op.fused_s[cycle["ops"] - 1]
+            else:  # the first cycle to start after every worker queued it: empty ones run back to back until then
+                free = channel
+                start = free if ready <= free else free + math.ceil((ready - free) / op.cycle_s - 1e-9) * op.cycle_s
+                if not cycle and not fusing(op):
+                    start = ready  # the state the loop settles in: each reduction queued while the one before runs
+                cycle = {"start": start, "ops": 1, "end": [start + op.cycle_s + op.fused_s[0]]}
+            channel = cycle["end"][0]
+            pending.append((step + (op.lag or op.every), cycle["end"]))
+            return
+        channel = max(ready, channel) + op.comm_s  # one collective at a time (Horovod's thread, the link)
+        pending.append((step + (op.lag or op.every), [channel]))
+
     for step in range(1, steps + 1):
         if step == warm + 1:
             mark = (list(t), list(compute), list(wait))
@@ -108,7 +147,10 @@ def simulate_collective(workers: list[Client], ops: list[Op], period_s: float, s
             start = t[i]
             t[i] = hosts[i].run(t[i], w.step_cpu_s) + w.sleep_s + (rng.expovariate(1 / w.jitter_s) if w.jitter_s else 0.0)
             compute[i] += t[i] - start
-        due = [done for at, done in pending if at == step]
+        for op in ops:  # delayed allreduce starts this step's reduction, then waits for the one lag steps older
+            if op.behind and op.lag and not step % op.every:
+                launch(op, step)
+        due = [done[0] for at, done in pending if at == step]
         pending = [(at, done) for at, done in pending if at != step]
         for done in due:
             for i in range(n):
@@ -116,13 +158,10 @@ def simulate_collective(workers: list[Client], ops: list[Op], period_s: float, s
                     wait[i] += done - t[i]
                     t[i] = done
         for op in ops:
-            if step % op.every:
+            if step % op.every or (op.behind and op.lag):
                 continue
             if op.behind:
-                launched = [hosts[i].run(t[i], op.cpu_s) for i in range(n)]
-                t = launched
-                channel = max(max(launched), channel) + op.comm_s  # one collective at a time (Horovod's thread, the link)
-                pending.append((step + (op.lag or op.every), channel))
+                launch(op, step)
                 continue
             arrive = max(t)
             end = max([max(arrive, channel) + op.comm_s] + [hosts[i].run(arrive, op.cpu_s) for i in range(n)])
