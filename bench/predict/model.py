@@ -13,7 +13,9 @@ For one worker, a step costs (docs/results/predict/README.md gives the terms wit
   cluster): a per-operation cost plus a cost per byte sent or received, and on the emulated cluster a barrier
   term ω(√k - 1) for a collective after k independent local steps (the hosts' quota periods drift apart);
 - **overlap**: ``none`` blocks the step, ``backward`` hides the wire time behind the backward pass (2/3 of ``c``),
-  ``behind`` hides it behind the next ``every`` steps of compute (delayed allreduce, LASGD, overlapped gossip).
+  ``behind`` hides it behind the next ``every`` steps of compute (delayed allreduce, LASGD, overlapped gossip); a
+  non-blocking Horovod allreduce on the emulated cluster goes through Horovod's loop, a negotiation every cycle and
+  the reductions queued at its start fused (:meth:`Model.horovod_loop`).
 
 Each worker's host is played as a CPU with its quota (:class:`.sim.CfsHost`; the emulated hosts' ``cpu_per_host``
 times the share of a quota a host turns into work, none for a GPU): workers that wait for one another (a collective,
