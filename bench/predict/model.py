@@ -155,9 +155,11 @@ class Model:
         self.k = calibration
 
     # -- per-exchange costs ----------------------------------------------------------------------------------
-    def exchange_cost(self, e: Exchange, cfg, hw: Hardware, wl: Workload, pat: Pattern) -> tuple[float, float, float]:
-        """(every, seconds on the critical path, host CPU seconds) of one exchange; an exchange overlapping the
-        backward pass shows only its latency and the wire time the backward pass does not cover."""
+    def exchange_cost(self, e: Exchange, cfg, hw: Hardware, wl: Workload,
+                      pat: Pattern) -> tuple[float, float, float, float]:
+        """(every, seconds on the critical path, host CPU seconds, the part of those seconds the link's delay adds)
+        of one exchange; an exchange overlapping the backward pass shows only its latency and the wire time the
+        backward pass does not cover."""
         k, n = self.k, cfg.launch.np
         nbytes = wl.nbytes * e.fraction
         host = hw.emulated or hw.host_cores is not None
@@ -182,33 +184,35 @@ class Model:
             wire, lat = allreduce_cost(hw, n, nbytes, rounds)
             if e.overlap == "backward":
                 wire = max(0.0, wire - BACKWARD_SHARE * wl.compute_s)
-            comm = wire + lat + (hw.op_overhead_s if n > 1 else 0.0)
-            comm += delayed("allreduce_hvd" if pat.runtime == "horovod" else "allreduce_gloo", rounds)
+            added = delayed("allreduce_hvd" if pat.runtime == "horovod" else "allreduce_gloo", rounds)
+            comm = wire + lat + (hw.op_overhead_s if n > 1 else 0.0) + added
             cpu = 0.0
             if host and n > 1:
                 cpu = rounds * k["a_allreduce_s"] + k["b_byte_s"] * 2 * 2 * (n - 1) / n * nbytes
                 if hw.emulated:
                     cpu += k["omega_s"] * (math.sqrt(every) - 1)
-            return every, comm, cpu
+            return every, comm, cpu, added
         if e.kind == "p2p":
             if e.peers == 0:
-                return every, 0.0, 0.0
+                return every, 0.0, 0.0, 0.0
             exps = pat.extra.get("exponents") or 1
             costs = [p2p_cost(hw, n, nbytes, 2 ** (j % exps) if exps > 1 else 1, e.peers) for j in range(max(exps, 1))]
-            comm = sum(w + l for w, l in costs) / len(costs) + hw.op_overhead_s + transport.GOSSIP_DELAYS * delay
+            added = transport.GOSSIP_DELAYS * delay
+            comm = sum(w + l for w, l in costs) / len(costs) + hw.op_overhead_s + added
             cpu = e.peers * (k["a_p2p_s"] + k["b_byte_s"] * 2 * nbytes) if host else 0.0
-            return every, comm, cpu
+            return every, comm, cpu, added
         if e.kind == "broadcast":
             steps_per_epoch = max(1, wl.samples // (n * wl.batch))
             every = max(1, round(pat.extra.get("sync_epochs", 1.0) * steps_per_epoch))
             wire, lat = ring_cost(hw, n, nbytes / 2)  # a broadcast moves M a worker, half a ring allreduce's 2M
-            comm = wire + lat / 2 * e.peers + hw.op_overhead_s * e.peers + delayed("broadcast", e.peers)
+            added = delayed("broadcast", e.peers)
+            comm = wire + lat / 2 * e.peers + hw.op_overhead_s * e.peers + added
             cpu = 0.0
             if host and n > 1:
                 cpu = e.peers * k["a_allreduce_s"] + k["b_byte_s"] * 2 * nbytes
                 if hw.emulated:
                     cpu += k["omega_s"] * (math.sqrt(every) - 1)
-            return every, comm, cpu
+            return every, comm, cpu, added
         raise ValueError(f"exchange kind {e.kind!r} is not a collective")
 
     def horovod_loop(self, e: Exchange, cfg, hw: Hardware, wl: Workload, pat: Pattern) -> tuple[float, tuple]:
@@ -282,9 +286,9 @@ class Model:
     def _collective(self, cfg, hw, wl, pat) -> Prediction:
         c = wl.compute_s
         costs = [self.exchange_cost(e, cfg, hw, wl, pat) for e in pat.exchanges]
-        ops = [Op(max(1, round(every)), comm, cpu, behind=e.overlap == "behind", lag=e.lag,
+        ops = [Op(max(1, round(every)), comm, cpu, behind=e.overlap == "behind", lag=e.lag, delay_s=added,
                   **dict(zip(("cycle_s", "fused_s"), self.horovod_loop(e, cfg, hw, wl, pat))))
-               for e, (every, comm, cpu) in zip(pat.exchanges, costs)]
+               for e, (every, comm, cpu, added) in zip(pat.exchanges, costs)]
         shares = self.shares(cfg, hw)
         sleeps = self.sleeps(cfg, hw, wl, shares)
         workers = [Client(1, c, s, sleep_s=sl - cfg.train.step_jitter_s, jitter_s=cfg.train.step_jitter_s)
@@ -292,7 +296,7 @@ class Model:
         res = simulate_collective(workers, ops, self.k["cfs_period_s"])
         pace = max(res.step_s)
         per_worker = list(zip(res.compute_s, res.comm_s, res.wait_s))
-        cpu = c + sum(cpu_e / op.every for op, (_, _, cpu_e) in zip(ops, costs))
+        cpu = c + sum(cpu_e / op.every for op, (_, _, cpu_e, _) in zip(ops, costs))
         slow = max(range(len(shares)), key=lambda i: res.step_s[i])
         if shares[slow] and cpu / shares[slow] > 0.8 * pace:
             bound = "cpu"

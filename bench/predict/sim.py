@@ -63,6 +63,8 @@ class Op:
     lag: int = 0
     """A ``behind`` operation is waited for this many steps after it starts (0: ``every``); a lagged one is started
     before the step waits for the one ``lag`` steps older (delayed allreduce's order)."""
+    delay_s: float = 0.0
+    """The part of ``comm_s`` a link's delay adds: a blocking operation's host CPU cannot overlap it."""
     cycle_s: float = 0.0
     """A ``behind`` operation of Horovod's: one negotiation of its background loop (0: not played as that loop)."""
     fused_s: tuple = ()
@@ -164,7 +166,8 @@ def simulate_collective(workers: list[Client], ops: list[Op], period_s: float, s
                 launch(op, step)
                 continue
             arrive = max(t)
-            end = max([max(arrive, channel) + op.comm_s] + [hosts[i].run(arrive, op.cpu_s) for i in range(n)])
+            end = max([max(arrive, channel) + op.comm_s - op.delay_s]
+                      + [hosts[i].run(arrive, op.cpu_s) for i in range(n)]) + op.delay_s
             channel = end
             t = [end] * n
     t0, c0, w0 = mark

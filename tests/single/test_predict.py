@@ -131,6 +131,15 @@ def test_behind_overlap_hides_communication_shorter_than_the_compute():
     assert max(exposed.step_s) == pytest.approx(0.018)
 
 
+def test_the_delay_a_link_adds_follows_the_hosts_cpu_work_where_the_rest_of_the_wire_overlaps_it():
+    # 12 ms on the wire, 10 of them the link's delay, against 20 ms of the hosts' CPU for the operation
+    workers = [Client(1, 0.01, None)] * 2
+    added = simulate_collective(workers, [Op(1, 0.012, 0.02, delay_s=0.01)], 0.1)
+    assert max(added.step_s) == pytest.approx(0.01 + 0.02 + 0.01)
+    overlapped = simulate_collective(workers, [Op(1, 0.012, 0.02)], 0.1)
+    assert max(overlapped.step_s) == pytest.approx(0.01 + 0.02)
+
+
 def test_reductions_in_flight_go_through_one_at_a_time():
     # delayed allreduce with d = 3: three reductions in flight, but the link carries one at a time
     res = simulate_collective([Client(1, 0.01, None)] * 2, [Op(1, 0.03, 0.0, behind=True, lag=3)], 0.1)
