@@ -11,7 +11,10 @@ due at that step runs: a blocking one (an allreduce, a gossip round whose in-pee
 broadcast) starts when the last worker arrives, costs each host its CPU and lasts at least its time on the wire; a
 non-blocking one (``behind``: delayed allreduce, LASGD's averaging, overlapped gossip) costs its CPU at launch and is
 waited for ``every`` (or ``lag``) steps later. Collectives go through one at a time (Horovod's background thread and
-the link): one starts when the one before it is through. The workers' mean step over the steps after a warm-up is their pace.
+the link): one starts when the one before it is through. A non-blocking one given Horovod's loop (``cycle_s``,
+:meth:`bench.predict.model.Model.horovod_loop`) starts with the first negotiation cycle after every worker queued it
+and is fused with those queued before that cycle starts. A link's delay (``delay_s``) follows a blocking operation's
+CPU work on the hosts, which the rest of its wire time overlaps. The workers' mean step over the steps after a warm-up is their pace.
 """
 
 from __future__ import annotations
