@@ -45,7 +45,8 @@ def add_parser(sub) -> None:
     s.add_argument("--to", help="publish: the folder to copy the study's tables, figures and system description to; "
                                 "reread: the published folder to read (default docs/results/<study>)")
     s.add_argument("--target-window", type=int, metavar="K",
-                   help="reread: time to target as the running mean of the last K held-out evaluations reaching it")
+                   help="reread: time to target as the running mean of the last K held-out evaluations reaching it "
+                        "(default: the registered window, where every claim is recomputed)")
     s.add_argument("--force", action="store_true",
                    help="register: write a new registration over the study's (its earlier runs then carry no verdict)")
     s.set_defaults(func=main)

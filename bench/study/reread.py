@@ -1,9 +1,15 @@
-"""``python -m bench study reread --study S --target-window K``: a published study's claims recomputed from its
-published tables (``docs/results/<study>/``, or ``--to``) with time to target measured over the running mean of the
-last K held-out evaluations instead of the registered window: how much a verdict owes to one evaluation above the
-target between ones below it. The study's registered rules, runs and target; only the window differs, so every
-verdict that differs from the registration's measure is labelled exploratory (:func:`bench.metrics.claims.claims`).
-Prints one Markdown row per claim whose metric is the time to target, beside the published verdict; writes nothing."""
+"""``python -m bench study reread --study S [--target-window K]``: a published study's claims recomputed from its
+published tables (``docs/results/<study>/``, or ``--to``).
+
+- With the registered window (``--target-window`` left out, or the registration's): every claim as registered, with
+  the leave-one-seed-out range of its deciding bound, which claims.csv of a study published before that column
+  existed does not carry; the verdicts and effects are the published ones.
+- With another window K: the claims whose metric is the time to target, measured over the running mean of the last
+  K held-out evaluations instead: how much a verdict owes to one evaluation above the target between ones below it.
+  Only the window differs from the registration's measure, so every such verdict is labelled exploratory
+  (:func:`bench.metrics.claims.claims`).
+
+Prints one Markdown row per claim beside the published verdict; writes nothing."""
 
 from __future__ import annotations
 
@@ -21,9 +27,17 @@ from ..metrics.report import read_table
 from .spec import Study
 
 
+def registered_window(study: Study) -> int:
+    """The evaluation window the study's registration measured time to target with (1 where it records none, or where
+    the study is not registered)."""
+    recorded = (registration.load(study.name) or {}).get("metrics")
+    return int((recorded or {}).get("target_window", claim_rules.METRIC_DEFAULTS["target_window"]))
+
+
 def reread(study: Study, folder: Path, window: int) -> pd.DataFrame:
-    """The claims of ``study`` whose metric is the time to target, from its published ``folder`` with ``window``:
-    claims.csv's columns and ``published_verdict``, ``published_effect``, ``published_ci`` (the published row)."""
+    """The claims of ``study`` from its published ``folder`` with ``window``: every claim at the registered window,
+    those whose metric is the time to target at another; claims.csv's columns and ``published_verdict``,
+    ``published_effect``, ``published_ci`` (the published row)."""
     tables = folder / "tables"
     needed = [tables / "regimes.csv", tables / "eval.csv", tables / "claims.csv", folder / "metrics" / "regimes.json"]
     missing = [str(p) for p in needed if not p.is_file()]
@@ -33,7 +47,8 @@ def reread(study: Study, folder: Path, window: int) -> pd.DataFrame:
     cells = read_table(tables / "regimes.csv")
     target = json.loads((folder / "metrics" / "regimes.json").read_text())["target_accuracy"]
     reg = registration.load(study.name)
-    rules = tuple(r for r in claim_rules.select(study.spec.claims) if r.metric == "time_to_target_s")
+    rules = tuple(r for r in claim_rules.select(study.spec.claims)
+                  if window == registered_window(study) or r.metric == "time_to_target_s")
     table = regimes.rewindow(cells, pd.read_csv(tables / "eval.csv"), target, window)
     now = claim_rules.claims(table, rules, reg, {"target_accuracy": target, "target_window": window})
     published = read_table(tables / "claims.csv").set_index(["source", "claim", "workload"])
@@ -47,9 +62,11 @@ def reread(study: Study, folder: Path, window: int) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def markdown(table: pd.DataFrame, window: int) -> str:
-    """The reread as a Markdown table: claim, verdict with effect, interval and leave-one-out range, published."""
-    lines = [f"| source | claim | time to target over {window} evaluations | leave one seed out | published |",
+def markdown(table: pd.DataFrame, window: int, registered: bool = False) -> str:
+    """The reread as a Markdown table: claim, verdict with effect, interval and leave-one-out range, published;
+    ``registered``: the window is the registration's (every claim as registered)."""
+    measure = "as registered" if registered else f"time to target over {window} evaluations"
+    lines = [f"| source | claim | {measure} | leave one seed out | published |",
              "|---|---|---|---|---|"]
     for r in table.itertuples():
         lines.append(f"| {r.source} | {r.claim} | {r.verdict}, x{r.effect:.2f} [{r.ci_low:.2f}, {r.ci_high:.2f}] | "
@@ -59,12 +76,12 @@ def markdown(table: pd.DataFrame, window: int) -> str:
 
 
 def main(study: Study, args) -> None:
-    window = args.target_window
-    if window is None or window < 1:
+    window = registered_window(study) if args.target_window is None else args.target_window
+    if window < 1:
         raise BenchError(f"--target-window must be a whole number of evaluations >= 1, got {window!r}")
     folder = Path(args.to) if args.to else REPO_ROOT / "docs" / "results" / study.name
     table = reread(study, folder, window)
     if table.empty:
         print(f"[reread] {study.name}: no claim of its rules is judged on the time to target")
         return
-    print(markdown(table, window))
+    print(markdown(table, window, registered=window == registered_window(study)))

@@ -17,24 +17,31 @@ from support import REPO, bench_cli
 PUBLISHED = REPO / "docs" / "results" / "regimes"
 
 
-def test_window_one_gives_back_the_published_verdicts_and_a_wider_one_is_exploratory():
+def test_the_registered_window_gives_back_every_published_verdict_and_a_wider_one_is_exploratory():
     study = load_study("regimes")
-    same = reread(study, PUBLISHED, 1)
+    same = reread(study, PUBLISHED, 1)  # regimes registered window 1
     published = read_table(PUBLISHED / "tables" / "claims.csv").set_index(["source", "claim", "workload"])
-    assert len(same) >= 4  # every time-to-target claim of the study, and only those
+    assert len(same) == len(load_study("regimes").spec.claims) == 7  # its own rules, throughput and accuracy too
     for r in same.itertuples():
         old = published.loc[(r.source, r.claim, r.workload)]
         assert r.verdict == old["verdict"] == r.published_verdict and not r.verdict.startswith("exploratory")
         assert r.effect == pytest.approx(old["effect"], rel=1e-12) and r.ci_low == pytest.approx(old["ci_low"], rel=1e-12)
+        assert r.loo_low <= r.loo_high  # n = 8: a range with one seed left out for every claim
     wider = reread(study, PUBLISHED, 3)
-    assert list(wider["claim"]) == list(same["claim"]) and wider["verdict"].str.startswith("exploratory: ").all()
+    assert 4 <= len(wider) < len(same)  # only the time-to-target claims: the window changes nothing else
+    assert set(wider["claim"]) < set(same["claim"]) and wider["verdict"].str.startswith("exploratory: ").all()
     assert wider["evidence"].str.contains("measured with target_window 3, registered 1").all()
-    assert (wider["effect"] != same["effect"]).any()  # the window changes the times (one evaluation no longer decides)
+    before = same.set_index("claim").loc[wider["claim"], "effect"].to_numpy()
+    assert (wider["effect"].to_numpy() != before).any()  # the window changes the times (one evaluation no longer decides)
 
     out = bench_cli("study", "reread", "--study", "regimes", "--target-window", "3")
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("| source | claim | time to target over 3 evaluations |")
     assert out.stdout.count("exploratory: ") == len(wider)
+    registered = bench_cli("study", "reread", "--study", "regimes")  # no window: the registered one, every claim
+    assert registered.returncode == 0, registered.stderr
+    assert registered.stdout.startswith("| source | claim | as registered |")
+    assert registered.stdout.count("\n| ") == len(same) and "exploratory" not in registered.stdout
 
 
 def test_a_bad_window_or_an_unpublished_folder_is_one_line_and_exit_2(tmp_path):
