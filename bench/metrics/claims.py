@@ -586,6 +586,13 @@ METRIC_DEFAULTS = {"target_window": 1}
 """What a registration written before a metric setting existed measured with: the setting's default then."""
 
 
+def registered_metric(registration: dict | None, key: str):
+    """The value of metric setting ``key`` a registration measured with: its ``metrics``' value, else
+    :data:`METRIC_DEFAULTS`' (a registration written before the setting existed, or none)."""
+    recorded = (registration or {}).get("metrics")
+    return (recorded if isinstance(recorded, dict) else {}).get(key, METRIC_DEFAULTS.get(key))
+
+
 def metrics_not_as_registered(metrics: dict | None, registration: dict | None) -> str:
     """Why the metric settings the cells were computed with (``metrics``: ``target_accuracy``, ``target_window``)
     are not the registration's (its ``metrics``; a setting it does not record is :data:`METRIC_DEFAULTS`' value), or
@@ -593,8 +600,8 @@ def metrics_not_as_registered(metrics: dict | None, registration: dict | None) -
     recorded = (registration or {}).get("metrics")
     if not metrics or not isinstance(recorded, dict):
         return ""
-    differ = [f"{k} {v!r}, registered {recorded.get(k, METRIC_DEFAULTS.get(k))!r}" for k, v in metrics.items()
-              if recorded.get(k, METRIC_DEFAULTS.get(k)) != v]
+    differ = [f"{k} {v!r}, registered {registered_metric(registration, k)!r}" for k, v in metrics.items()
+              if registered_metric(registration, k) != v]
     return f"measured with {'; '.join(differ)}: its verdict is exploratory" if differ else ""
 
 

@@ -27,11 +27,10 @@ from ..metrics.report import read_table
 from .spec import Study
 
 
-def registered_window(study: Study) -> int:
-    """The evaluation window the study's registration measured time to target with (1 where it records none, or where
-    the study is not registered)."""
-    recorded = (registration.load(study.name) or {}).get("metrics")
-    return int((recorded or {}).get("target_window", claim_rules.METRIC_DEFAULTS["target_window"]))
+def registered_window(reg: dict | None) -> int:
+    """The evaluation window a registration (:func:`bench.registration.load`) measured time to target with (1 where it
+    records none, or where the study is not registered)."""
+    return int(claim_rules.registered_metric(reg, "target_window"))
 
 
 def reread(study: Study, folder: Path, window: int) -> pd.DataFrame:
@@ -47,8 +46,8 @@ def reread(study: Study, folder: Path, window: int) -> pd.DataFrame:
     cells = read_table(tables / "regimes.csv")
     target = json.loads((folder / "metrics" / "regimes.json").read_text())["target_accuracy"]
     reg = registration.load(study.name)
-    rules = tuple(r for r in claim_rules.select(study.spec.claims)
-                  if window == registered_window(study) or r.metric == "time_to_target_s")
+    every = window == registered_window(reg)
+    rules = tuple(r for r in claim_rules.select(study.spec.claims) if every or r.metric == "time_to_target_s")
     table = regimes.rewindow(cells, pd.read_csv(tables / "eval.csv"), target, window)
     now = claim_rules.claims(table, rules, reg, {"target_accuracy": target, "target_window": window})
     published = read_table(tables / "claims.csv").set_index(["source", "claim", "workload"])
@@ -76,7 +75,8 @@ def markdown(table: pd.DataFrame, window: int, registered: bool = False) -> str:
 
 
 def main(study: Study, args) -> None:
-    window = registered_window(study) if args.target_window is None else args.target_window
+    registered = registered_window(registration.load(study.name))
+    window = registered if args.target_window is None else args.target_window
     if window < 1:
         raise BenchError(f"--target-window must be a whole number of evaluations >= 1, got {window!r}")
     folder = Path(args.to) if args.to else REPO_ROOT / "docs" / "results" / study.name
@@ -84,4 +84,4 @@ def main(study: Study, args) -> None:
     if table.empty:
         print(f"[reread] {study.name}: no claim of its rules is judged on the time to target")
         return
-    print(markdown(table, window, registered=window == registered_window(study)))
+    print(markdown(table, window, registered=window == registered))
