@@ -18,7 +18,7 @@ from pathlib import Path
 from .layout import REPO_ROOT
 
 
-def _cpu_model() -> str:
+def cpu_model() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
@@ -151,7 +151,7 @@ def collect(command: list[str] | None = None) -> dict:
         "hostname": socket.gethostname(),
         "platform": platform.platform(),
         "python": sys.version.split()[0],
-        "cpu_model": _cpu_model(),
+        "cpu_model": cpu_model(),
         "cpu_cores": os.cpu_count(),
         "memory_gib": _mem_gib(),
         "gpus": _gpus(),

@@ -14,6 +14,8 @@ makes the model reproduce its source exactly):
 4. ``docs/results/collectives/cells.jsonl`` (``python -m bench.perf collectives``): the transport's constants
    (:mod:`.transport`: what a link's one-way delay costs each operation), fitted on the micro-benchmark alone, kept
    under ``transport`` with their per-operation fit table under ``transport_fit``.
+5. ``docs/results/predict/machines/*.json`` (:mod:`.machines`): the compute and transport constants of the other
+   machines the published cells ran on, under ``machines``; ``machine`` names the one the constants above are of.
 
 The cells of :data:`CALIBRATION_CELLS` are left out of the validation (:mod:`.validate`).
 """
@@ -126,6 +128,11 @@ def fit(cells=None) -> dict:
         k["transport_fit"] = {"source": tfit["source"], "cells": tfit["cells"], "table": tfit["table"],
                               "meaning": transport.MEANING, "loss": tfit["loss"], "f_scale": tfit["f_scale"],
                               "max_load": tfit["max_load"], "left_out": tfit["left_out"]}
+    from .cells import study_machine
+    from . import machines
+
+    k["machine"] = study_machine(STUDY_CALIBRATION.parent.name)
+    k["machines"] = {m: c for m, c in machines.load(CALIBRATION_CPU).items() if m != k["machine"]}
     k["made"] = made()
     k["provenance"] = {
         "study_calibration": str(STUDY_CALIBRATION.relative_to(REPO_ROOT)),

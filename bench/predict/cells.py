@@ -9,6 +9,7 @@ link the runs really had (the ``link`` column: a share aimed at becomes the rate
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,6 +60,8 @@ class Cell:
     wait_s: float
     staleness: float
     cfg: object
+    machine: str = ""
+    """The machine its study's runs had (:func:`study_machine`): calibrations are per machine."""
 
     @property
     def key(self) -> str:
@@ -75,6 +78,28 @@ def _overrides(study, algorithm: str, np: int, point: str, link: str) -> dict:
     return out
 
 
+def machine_of(cpu_model: str, platform: str) -> str:
+    """A machine as the model's calibrations name it: the CPU and the platform (kernel build included) its runs
+    recorded (``system.json``'s ``cpu_model`` and ``platform``), e.g. ``AMD EPYC, Linux-6.18.44-fc-v782-x86_64-...``:
+    the same CPU name under another virtual machine's kernel computed this workload 3.4 x slower (docs/results/predict/
+    NOTES.md, 2026-11-30)."""
+    return f"{cpu_model}, {platform}"
+
+
+def study_machine(name: str, root: Path = RESULTS) -> str:
+    """The machine a published study ran on, read from its ``system.md`` (one ``- machine:`` line per hardware and
+    link, written by ``study publish`` from the runs' ``system.json``); ``"mixed"`` if they differ, ``""`` if none."""
+    path = root / name / "system.md"
+    if not path.is_file():
+        return ""
+    found = set()
+    for line in path.read_text().splitlines():
+        m = re.match(r"- machine: (.+?) \(\d+ cores\), [^,]+ GiB, ([^,]+), GPUs", line)
+        if m:
+            found.add(machine_of(m.group(1), m.group(2)))
+    return found.pop() if len(found) == 1 else ("mixed" if found else "")
+
+
 def study_cells(name: str, root: Path = RESULTS) -> list[Cell]:
     """Every cell of a published study with at least one run that has a throughput; [] if it is not published."""
     tables = root / name / "tables"
@@ -87,6 +112,7 @@ def study_cells(name: str, root: Path = RESULTS) -> list[Cell]:
     runs["point"] = runs["point"].fillna("")
     study = load_study(name)
     cells = []
+    machine = study_machine(name, root)
     keys = ["algorithm", "np", "point", "link", "straggler"]
     for (algo, np_, point, link, straggler), g in runs.groupby(keys, sort=True):
         g = g[g["throughput"].notna()]
@@ -96,7 +122,7 @@ def study_cells(name: str, root: Path = RESULTS) -> list[Cell]:
                       overrides=_overrides(study, algo, int(np_), point, link), study=name, check=False)
         cells.append(Cell(name, algo, int(np_), point, link, straggler, len(g), float(g["throughput"].median()),
                           float(g["compute_s"].median()), float(g["comm_s"].median()), float(g["wait_s"].median()),
-                          float(g["mean_staleness"].median()), cfg))
+                          float(g["mean_staleness"].median()), cfg, machine))
     return cells
 
 

@@ -88,6 +88,23 @@ def render(rows: list[dict]) -> str:
 def cmd_predict(args) -> int:
     publish = _output(args.publish, "--publish", folder=True) if args.publish is not None else None
     out = _output(args.out, "--out", folder=False) if args.out is not None else None
+    if args.measure_machine:
+        from . import machines
+        from .calibrate import CALIBRATION_CPU
+
+        path = machines.measure(args.collectives, CALIBRATION_CPU)
+        print(f"machine: {machines.this_machine()} -> {path.relative_to(REPO_ROOT)} (refit with --calibrate)",
+              file=sys.stderr)
+        return 0
+    if args.machine_from:
+        from . import machines
+        from .calibrate import CALIBRATION_CPU
+
+        path = machines.from_studies([s.strip() for s in args.machine_from.split(",") if s.strip()], CALIBRATION_CPU)
+        print(f"machine record -> {path.relative_to(REPO_ROOT)} (refit with --calibrate)", file=sys.stderr)
+        return 0
+    if args.collectives:
+        raise BenchError("--collectives goes with --measure-machine")
     if args.calibrate or publish:
         k = calibrate.write()
         print(f"calibration: {len(k) - 1} constants -> docs/results/predict/calibration.json", file=sys.stderr)
@@ -125,6 +142,12 @@ def add_parser(sub) -> None:
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="a setting or hyperparameter, as bench run")
     p.add_argument("--json", action="store_true", help="one JSON object per (algorithm, n)")
     p.add_argument("--calibrate", action="store_true", help="refit the constants (docs/results/predict/calibration.json)")
+    p.add_argument("--measure-machine", action="store_true", help="run this machine's calibration run (a minute) and "
+                   "write its record, docs/results/predict/machines/<machine>.json")
+    p.add_argument("--machine-from", metavar="STUDY[,STUDY]", help="a record of the machine published studies ran "
+                   "on, from their own calibration runs (docs/results/<study>/calibration.json)")
+    p.add_argument("--collectives", metavar="FILE", help="--measure-machine: this machine's `python -m bench.perf "
+                   "collectives --jsonl` output (a path in the repository) for its transport")
     p.add_argument("--publish", metavar="DIR", help="calibrate, then run notebooks/predict.ipynb, which writes DIR")
     p.add_argument("--forecast-study", metavar="STUDY", help="the model's throughput for every planned cell of STUDY "
                    "(before it runs), into --out")

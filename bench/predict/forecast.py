@@ -27,7 +27,7 @@ from ..algorithms import KEYS, get_algorithm
 from ..layout import REPO_ROOT, StudyLayout
 from ..metrics.selection import point
 from ..runconfig import config_from_dict
-from . import hardware
+from . import hardware, machines
 from .query import resolve_run
 from .model import Model
 
@@ -83,8 +83,10 @@ def winners(df: pd.DataFrame) -> pd.DataFrame:
 def planned(study: str, calibration: dict | None = None, root: Path = REPO_ROOT) -> pd.DataFrame:
     """The model's throughput for every planned cell of ``study`` (its plan, results/<study>/plan/: one row per
     algorithm and grid point, the repeats being the same configuration but for the seed), written before the study
-    runs so that its runs validate a forecast, not a fit (``python -m bench predict --forecast-study S --out F``)."""
-    calibration = calibration or hardware.load_calibration()
+    runs so that its runs validate a forecast, not a fit (``python -m bench predict --forecast-study S --out F``). With
+    this machine's constants where it has a record (:mod:`.machines`): the study runs here; ``machine`` says which."""
+    here = machines.this_machine()
+    calibration, own = machines.for_machine(calibration or hardware.load_calibration(), here)
     model = Model(calibration)
     rows, seen = [], set()
     for manifest in sorted(StudyLayout(study, Path(root) / "results").dir.glob("plan/*/plan.json")):
@@ -98,5 +100,5 @@ def planned(study: str, calibration: dict | None = None, root: Path = REPO_ROOT)
             rows.append({"study": study, "algorithm": cfg.algorithm, "np": cfg.launch.np, "point": cell[2],
                          "link": cfg.launch.link or "unshaped", "link_delay": cfg.launch.link_delay or "0ms",
                          "predicted": p.throughput, "step_ms": 1e3 * p.step_s, "comm_ms": 1e3 * p.comm_s,
-                         "wait_ms": 1e3 * p.wait_s, "bound": p.bound})
+                         "wait_ms": 1e3 * p.wait_s, "bound": p.bound, "machine": here, "machine_calibrated": own})
     return pd.DataFrame(rows)

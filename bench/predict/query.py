@@ -13,7 +13,7 @@ from ..config import LaunchConfig, TrainConfig, parse_delay, parse_rate
 from ..layout import REPO_ROOT
 from ..resolve import hardware_profiles, load_hardware, resolve
 from ..typed import field_types
-from . import calibrate, hardware, target
+from . import calibrate, hardware, machines, target
 from .cells import read_published
 from .model import Model
 from .validate import delay_band
@@ -126,12 +126,17 @@ def predict_many(algorithms: list[str], nps: list[int], hw_id: str, profile: str
     ttt_err = target_errors()
     described = hardware.described(hw_id) if hardware.is_described(hw_id) else None
     probe_note = (described.probed or {}).get("link_source", "").split(":", 1)[0] if described else ""
+    machine_note = ""
     for algorithm in algorithms:
         get_algorithm(algorithm)
         for n in nps:
             cfg, hw_id = resolve_run(algorithm, n, hw_id, profile, overrides)
             if calibration is None and cfg.launch.emulated_hosts:
                 calibration = hardware.load_calibration()
+                here = machines.this_machine()
+                if here in (calibration.get("machines") or {}):  # this machine's own compute and transport
+                    calibration, _ = machines.for_machine(calibration, here)
+                    machine_note = f"compute and transport of this machine ({machines.slug(here)}.json)"
                 if described is not None:  # a probed emulated cluster: its own step in place of the calibration's
                     calibration = hardware.probed_calibration(calibration, described)
             hw, wl = hardware.for_config(cfg, calibration, hw_id)
@@ -151,6 +156,8 @@ def predict_many(algorithms: list[str], nps: list[int], hw_id: str, profile: str
                 made = used.get("made") or {}
                 p["calibration"] = (f"{made.get('machine', '?')}, {made.get('date', '?')}, "
                                     f"{str(made.get('commit', '?'))[:12]}")
+                if machine_note:
+                    p["calibration"] += f"; {machine_note}"
                 if probe_note:
                     p["calibration"] += f"; link, delay, CPU share and step {probe_note}"
                 p["calibration_note"] = staleness

@@ -10,7 +10,8 @@ is true for the cells of a study whose forecast (``docs/results/<study>/forecast
 --forecast-study``) was committed before its runs (:data:`FORECAST_BEFORE_RUN`, with the commits), and
 ``committed_forecast_error`` is that forecast's own error: the model of that day, not today's, which was revised
 after those cells ran. ``lr`` is the cell's learning rate (the time-to-target relation moves to it:
-:func:`bench.predict.target.backing`).
+:func:`bench.predict.target.backing`). ``machine`` is the machine its study ran on (its ``system.md``) and
+``machine_calibrated`` whether the constants it was predicted with are that machine's own (:mod:`.machines`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import pandas as pd
 from ..algorithms import get_algorithm
 from ..config import parse_delay
 from ..layout import REPO_ROOT
-from . import hardware
+from . import hardware, machines
 from .calibrate import calibration_keys
 from .cells import Cell, all_cells
 from .model import Model
@@ -30,7 +31,7 @@ from .model import Model
 COLUMNS = ["study", "cell", "algorithm", "family", "np", "link", "straggler", "repeats", "measured", "predicted",
            "error", "bound", "measured_step_ms", "predicted_step_ms", "measured_comm_ms", "predicted_comm_ms",
            "measured_staleness", "predicted_staleness", "same_config_as_calibration", "delay", "delay_band",
-           "forecast_before_run", "committed_forecast_error", "metric", "lr"]
+           "forecast_before_run", "committed_forecast_error", "metric", "lr", "machine", "machine_calibrated"]
 BANDS = (0.0, 1.0, 5.0, 25.0)
 """One-way delays (ms) the validation is summarised at; a cell goes to the nearest (on a log scale above 0)."""
 FORECAST_BEFORE_RUN = {
@@ -67,14 +68,18 @@ def table(calibration: dict | None = None, cells: list[Cell] | None = None) -> p
     calibration = calibration or hardware.load_calibration()
     cells = cells if cells is not None else all_cells()
     held = calibration_keys()
-    model = Model(calibration)
+    models: dict[str, tuple] = {}
     used = {_signature(c) for c in cells if (c.study, c.algorithm, c.np, c.point) in held}
     rows = []
     committed = _committed_forecasts()
     for cell in cells:
         if (cell.study, cell.algorithm, cell.np, cell.point) in held:
             continue
-        hw, wl = hardware.for_config(cell.cfg, calibration)
+        if cell.machine not in models:
+            k, own = machines.for_machine(calibration, cell.machine)
+            models[cell.machine] = (k, own, Model(k))
+        k, own, model = models[cell.machine]
+        hw, wl = hardware.for_config(cell.cfg, k)
         p = model.predict(cell.cfg, hw, wl)
         measured_step = cell.np * wl.batch / cell.throughput
         rows.append({"study": cell.study, "cell": cell.key, "algorithm": cell.algorithm,
@@ -89,7 +94,8 @@ def table(calibration: dict | None = None, cells: list[Cell] | None = None) -> p
         before = committed.get((cell.study, cell.algorithm, cell.np, cell.point))
         rows[-1].update({"delay": delay_ms, "delay_band": delay_band(delay_ms), "forecast_before_run": before is not None,
                          "committed_forecast_error": None if before is None else before / cell.throughput - 1,
-                         "metric": "throughput", "lr": float(cell.cfg.train.lr)})
+                         "metric": "throughput", "lr": float(cell.cfg.train.lr), "machine": cell.machine,
+                         "machine_calibrated": own})
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
