@@ -16,8 +16,8 @@ one ``horovodrun`` job over n hosts (one rank a host) times, for each size:
   and gossip's), a ping-pong of ``size`` bytes between ranks 0 and 1: one message's time is half a round.
 
 A measurement is ``iters`` operations back to back after a barrier (iters chosen so that it takes about 0.3 s,
-from a warm-up operation), the slowest rank's elapsed time over iters; ``--repeats`` of them (fewer when the cell
-would pass ``--budget-s``), median reported. Every cell is one JSON line (``--jsonl``) and one table row: the
+from a second warm-up operation: the first of a name is Horovod's slowest), the slowest rank's elapsed time over
+iters; ``--repeats`` of them (fewer when the cell would pass ``--budget-s``), median reported. Every cell is one JSON line (``--jsonl``) and one table row: the
 median seconds, the repeats, and the algorithmic bandwidth. Any cluster that is up when this starts is replaced,
 and nothing is left up at the end. :mod:`bench.predict.model` fits its per-operation terms on these lines
 (``docs/results/collectives/``).
@@ -140,12 +140,15 @@ def measure_cell(comm, p2p, op: str, size: int, repeats: int, budget_s: float) -
 
     numel = max(1, (size // comm.size if op == "allgather" else size) // 4)
     buf, recv = torch.ones(numel), torch.empty(numel)
+    # the first operation of a name is not the steady one: Horovod negotiates it without its response cache and
+    # allocates its buffers (up to ~0.3 s, which made iters 1 where one operation takes a millisecond)
+    first = time_op(comm, p2p, op, buf, recv, 1)
     warm = time_op(comm, p2p, op, buf, recv, 1)
     iters = max(1, min(50, round(TARGET_S / max(warm, 1e-6))))
     repeats = max(1, min(repeats, int(budget_s / max(warm * iters, 1e-6))))
     times = [time_op(comm, p2p, op, buf, recv, iters) for _ in range(repeats)]
     return {"op": op, "bytes": size, "np": comm.size, "iters": iters, "times_s": times,
-            "median_s": statistics.median(times), "warmup_s": warm}
+            "median_s": statistics.median(times), "warmup_s": warm, "first_s": first}
 
 
 def _inner(args) -> int:

@@ -56,7 +56,8 @@ def constants(record: dict, cpu: float) -> dict:
     if not (median > 0 and mean > 0):
         raise BenchError(f"machine record of {record.get('machine')!r}: compute_s_median {median!r} and "
                          f"compute_s_per_step {mean!r} must be > 0 seconds")
-    out = {"c_full_s": median, "eta": median / (mean * cpu), "source": record.get("source", "")}
+    share = float(record.get("cpu_per_host") or cpu)  # the quota the record's run had
+    out = {"c_full_s": median, "eta": median / (mean * share), "source": record.get("source", "")}
     cells_file = record.get("collectives")
     if cells_file:
         fitted = transport.fit(transport.load_cells(REPO_ROOT / cells_file))

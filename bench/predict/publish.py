@@ -44,6 +44,14 @@ def validation(dest: Path) -> pd.DataFrame:
     return df
 
 
+def machine_table(val: pd.DataFrame) -> pd.DataFrame:
+    """:func:`bench.predict.validate.summary` per machine, with whether its cells had that machine's own constants."""
+    out = validate.summary(val, "machine")
+    own = val.groupby("machine")["machine_calibrated"].all()
+    out.insert(1, "own_calibration", [bool(own[m]) if m in own.index else "" for m in out["machine"]])
+    return out
+
+
 def anchors(dest: Path) -> pd.DataFrame:
     df = anchor_table.table()
     df.to_csv(Path(dest) / "tables" / "anchors.csv", index=False)
@@ -122,14 +130,21 @@ def readme(dest: Path, val: pd.DataFrame, anc: pd.DataFrame, win: pd.DataFrame) 
         "",
         f"The {len(before)} cells whose forecast was committed before they ran (`forecast_before_run`: "
         + "; ".join(f"{s}: {w}" for s, w in validate.FORECAST_BEFORE_RUN.items())
-        + "): today's model was revised after they ran, so its error on them is a validation, not a forecast; the "
-        "forecast as committed is the honest forecast's error:",
+        + "): the forecast as committed is the honest forecast's error; today's model's differs where the model was "
+        "revised after the runs (then its error on them is a validation, not a forecast):",
         "",
         _md(before_table),
         "",
         "Per family:",
         "",
         _md(fam),
+        "",
+        "Per machine (`machine`: the CPU and kernel build its study's runs recorded, `system.md`; "
+        "`machine_calibrated`: predicted with that machine's own compute, and transport where measured, from "
+        "`machines/` (`python -m bench predict --measure-machine` on it, or `--machine-from` its studies' calibration "
+        "runs), not with another machine's: bench/predict/machines.py):",
+        "",
+        _md(machine_table(val)),
         "",
         "### Time to target (`tables/validation_time_to_target.csv`, `metric` time_to_target)",
         "",

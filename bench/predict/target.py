@@ -29,7 +29,7 @@ from .cells import RESULTS, read_published
 
 CALIBRATION_STUDY = "regimes-speedup"
 """The named calibration cells of the relation: every (algorithm, n) of this study, both of its links."""
-VALIDATION_STUDIES = ("regimes-latency", "regimes")
+VALIDATION_STUDIES = ("regimes-latency", "regimes", "regimes-latency-1ms")
 """Held-out studies with the same workload and target accuracy (the regimes profile's)."""
 MIN_RUNS = 2
 """Uncensored runs an (algorithm, n) needs for its relation to back a forecast."""

@@ -36,6 +36,8 @@ BANDS = (0.0, 1.0, 5.0, 25.0)
 """One-way delays (ms) the validation is summarised at; a cell goes to the nearest (on a log scale above 0)."""
 FORECAST_BEFORE_RUN = {
     "regimes-latency": "forecast.csv committed in c0c6362 (2026-11-25 21:35 UTC), its runs in a38f94f (2026-11-26)",
+    "regimes-latency-1ms": "forecast.csv committed in 4022ce7 (2026-11-30 05:40 UTC, with this machine's record), "
+                           "its runs from 05:40 UTC at that commit",
 }
 """Studies whose forecast was committed before their runs (``git log`` of ``forecast.csv`` and of ``runs.csv``)."""
 

@@ -78,3 +78,20 @@ def test_a_malformed_record_is_refused_naming_its_file(tmp_path):
     (tmp_path / "bad.json").write_text("{}")
     with pytest.raises(BenchError, match="bad.json: not a machine record"):
         machines.load(0.36, tmp_path)
+
+
+def test_a_forecast_on_the_emulated_cluster_takes_this_machines_record(monkeypatch):
+    """`bench predict` here: with a record of this machine, its compute (a step twice as long) and says so."""
+    from bench.predict import hardware, query
+
+    base = hardware.load_calibration()
+    here = machines.this_machine()
+    plain = {**base, "machine": "elsewhere", "machines": {}}
+    slow = {**plain, "machines": {here: {"c_full_s": 2 * base["c_full_s"], "eta": base["eta"]}}}
+    rows = {}
+    for name, k in (("plain", plain), ("slow", slow)):
+        monkeypatch.setattr(hardware, "load_calibration", lambda k=k: k)
+        rows[name] = query.predict_many(["localsgd"], [1], "emu", None, {})[0]
+    assert rows["slow"]["throughput"] < 0.6 * rows["plain"]["throughput"]
+    assert f"this machine ({machines.slug(here)}.json)" in rows["slow"]["calibration"]
+    assert "this machine" not in rows["plain"]["calibration"]
