@@ -120,6 +120,18 @@ def readme(dest: Path, val: pd.DataFrame, anc: pd.DataFrame, win: pd.DataFrame) 
         "",
         _md(ttable) if len(ttable) else "no fit (no micro-benchmark cells)",
         "",
+        "### Per machine (`machines` in `calibration.json`, `machines/`, `bench/predict/machines.py`)",
+        "",
+        f"The constants above are of `{k.get('machine') or '?'}` (regimes-v1's calibration run). A cell of another "
+        "machine with a record of its own takes that machine's compute and quota share (`c_full_s`, `eta`, from its "
+        "calibration run) and, where the collectives were measured on it, its transport; the rest as above:",
+        "",
+        _md(pd.DataFrame([{"machine": m, "c_full_s": c["c_full_s"], "eta": c["eta"],
+                           "transport": (c.get("transport_fit") or {}).get("source", "the default"),
+                           "source": c.get("source", "")} for m, c in (k.get("machines") or {}).items()],
+                         columns=["machine", "c_full_s", "eta", "transport", "source"]), 4)
+        if k.get("machines") else "no other machine's record",
+        "",
         f"## Validation (`tables/validation.csv`: {len(val)} measured cells of {val['study'].nunique()} studies)",
         "",
         "Throughput predicted without refitting against the median over each cell's repeats; error = predicted / "
