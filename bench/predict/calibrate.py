@@ -95,10 +95,13 @@ def microbench(path: Path = MICROBENCH) -> dict:
 
 def fit(cells=None) -> dict:
     """The calibration (constants and their provenance) from the sources of the module docstring."""
+    from . import machines
+
     study = json.loads(STUDY_CALIBRATION.read_text())
     workload = "lenet@32"
-    k = {"workload": workload, "profile": load_study(study["study"]).profile, "c_full_s": study["compute_s_median"],
-         "eta": study["compute_s_median"] / (study["compute_s_per_step"] * CALIBRATION_CPU),
+    own = machines.constants(study, CALIBRATION_CPU)  # c_full_s and eta, as every machine's record gives them
+    k = {"workload": workload, "profile": load_study(study["study"]).profile, "c_full_s": own["c_full_s"],
+         "eta": own["eta"],
          **microbench(), "cfs_period_s": CFS_PERIOD_US / 1e6,
          "a_allreduce_s": 0.0, "hop_s": 0.0, "omega_s": 0.0, "a_p2p_s": 0.0, "a_ps_s": 0.0, "pass_byte_s": 0.0,
          "ps_kappa": 0.0, "compute_source": "the median step of docs/results/regimes-v1/calibration.json's run"}
@@ -129,7 +132,6 @@ def fit(cells=None) -> dict:
                               "meaning": transport.MEANING, "loss": tfit["loss"], "f_scale": tfit["f_scale"],
                               "max_load": tfit["max_load"], "left_out": tfit["left_out"]}
     from .cells import study_machine
-    from . import machines
 
     k["machine"] = study_machine(STUDY_CALIBRATION.parent.name)
     k["machines"] = {m: c for m, c in machines.load(CALIBRATION_CPU).items() if m != k["machine"]}

@@ -88,19 +88,12 @@ def render(rows: list[dict]) -> str:
 def cmd_predict(args) -> int:
     publish = _output(args.publish, "--publish", folder=True) if args.publish is not None else None
     out = _output(args.out, "--out", folder=False) if args.out is not None else None
-    if args.measure_machine:
+    if args.measure_machine or args.machine_from:
         from . import machines
-        from .calibrate import CALIBRATION_CPU
 
-        path = machines.measure(args.collectives, CALIBRATION_CPU)
-        print(f"machine: {machines.this_machine()} -> {path.relative_to(REPO_ROOT)} (refit with --calibrate)",
-              file=sys.stderr)
-        return 0
-    if args.machine_from:
-        from . import machines
-        from .calibrate import CALIBRATION_CPU
-
-        path = machines.from_studies([s.strip() for s in args.machine_from.split(",") if s.strip()], CALIBRATION_CPU)
+        path = machines.measure(args.collectives, calibrate.CALIBRATION_CPU) if args.measure_machine else \
+            machines.from_studies([s.strip() for s in args.machine_from.split(",") if s.strip()],
+                                  calibrate.CALIBRATION_CPU)
         print(f"machine record -> {path.relative_to(REPO_ROOT)} (refit with --calibrate)", file=sys.stderr)
         return 0
     if args.collectives:

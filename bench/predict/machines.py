@@ -87,6 +87,14 @@ def for_machine(calibration: dict, machine: str) -> tuple[dict, bool]:
     return calibration, bool(machine) and machine == calibration.get("machine")
 
 
+def _write(record: dict, folder: Path) -> Path:
+    """Write a machine's record as ``folder/<slug of its machine>.json``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    out = folder / f"{slug(record['machine'])}.json"
+    out.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+    return out
+
+
 def from_studies(names: list[str], cpu: float, folder: Path = MACHINES, root: Path | None = None) -> Path:
     """A record of a machine this one is not, from the calibration runs published studies made on it (their
     ``calibration.json``: the same run as :func:`measure` makes, on that machine when the study ran); every study must
@@ -114,10 +122,7 @@ def from_studies(names: list[str], cpu: float, folder: Path = MACHINES, root: Pa
               "source": "the medians of the calibration runs of " + ", ".join(
                   f"{n} (docs/results/{n}/calibration.json)" for n in names) + ", made on this machine when each "
                   "study ran (python -m bench predict --machine-from " + ",".join(names) + ")"}
-    folder.mkdir(parents=True, exist_ok=True)
-    out = folder / f"{slug(machine)}.json"
-    out.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
-    return out
+    return _write(record, folder)
 
 
 def measure(collectives: str | None, cpu: float, folder: Path = MACHINES) -> Path:
@@ -128,6 +133,7 @@ def measure(collectives: str | None, cpu: float, folder: Path = MACHINES) -> Pat
     from ..metrics.selection import timed_steps
     from ..resolve import resolve
     from ..results import load_run, read_json
+    from ..study.calibrate import step_seconds
     from ..system import git_record
 
     if collectives and not (REPO_ROOT / collectives).is_file():
@@ -142,14 +148,10 @@ def measure(collectives: str | None, cpu: float, folder: Path = MACHINES) -> Pat
     steps = timed_steps(load_run(run_dir).steps)
     machine = this_machine()
     git = git_record()
-    record = {"machine": machine, "compute_s_median": float(steps["step_s"].median()),
-              "compute_s_per_step": float(steps["step_s"].mean()), "steps": int(len(steps)), "cpu_per_host": cpu,
+    record = {"machine": machine, **step_seconds(steps), "steps": int(len(steps)), "cpu_per_host": cpu,
               "collectives": collectives or "",
               "source": f"python -m bench predict --measure-machine at {(git.get('commit') or 'unknown')[:12]}"
                         f"{' (with uncommitted changes)' if git.get('dirty') else ''}, "
                         f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC: sync np 1 on one "
                         f"emulated host ({cpu:g} of a core), profile {CALIBRATION_PROFILE}, {len(steps)} timed steps"}
-    folder.mkdir(parents=True, exist_ok=True)
-    out = folder / f"{slug(machine)}.json"
-    out.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
-    return out
+    return _write(record, folder)

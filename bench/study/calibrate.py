@@ -34,6 +34,14 @@ def rate_text(bits_per_s: float) -> str:
     return f"{max(1, round(bits_per_s / 1e6))}mbit"
 
 
+def step_seconds(steps) -> dict:
+    """What a calibration run's timed steps (:func:`bench.metrics.selection.timed_steps`) say of the host's compute:
+    ``compute_s_per_step``, the mean step (a throttled CPU-quota period counts), and ``compute_s_median``, the median
+    step (the compute at full speed: most steps run inside the quota). The performance model reads both
+    (:mod:`bench.predict.machines`)."""
+    return {"compute_s_per_step": float(steps["step_s"].mean()), "compute_s_median": float(steps["step_s"].median())}
+
+
 def calibrate(study: Study) -> dict:
     """Write results/<study>/calibration.json, fixed before the study's other runs are planned: its target accuracy
     and the rates of its ``share<s>`` links.
@@ -77,10 +85,10 @@ def calibrate(study: Study) -> dict:
                         source=f"{spec.target_fraction:g} x the final held-out accuracy of sync np 1 (calibration run)")
         if shares:
             steps = timed_steps(load_run(run_dir).steps)
-            compute_s, payload = float(steps["step_s"].mean()), float(steps["bytes_sent"].median())
+            compute = step_seconds(steps)
+            compute_s, payload = compute["compute_s_per_step"], float(steps["bytes_sent"].median())
             n = max(worker_counts(spec))
-            info.update(compute_s_per_step=compute_s, compute_s_median=float(steps["step_s"].median()),
-                        bytes_per_step=payload, link_np=n, links={
+            info.update(**compute, bytes_per_step=payload, link_np=n, links={
                             f"{LINK_SHARE}{s:g}": {"share": s, "bits_per_s": bps, "rate": rate_text(bps)}
                             for s in shares for bps in [link_rate(s, compute_s, payload, n)]})
     write_json_atomic(layout.dir / "calibration.json", info)
