@@ -105,8 +105,12 @@ def from_studies(names: list[str], cpu: float, folder: Path = MACHINES, root: Pa
 
     root = root or RESULTS
     runs, found = [], set()
+    valid = sorted(p.parent.name for p in root.glob("*/calibration.json"))
     for name in names:
         path = root / name / "calibration.json"
+        if not (root / name).is_dir():
+            raise BenchError(f"--machine-from: unknown study {name!r}; valid (a published calibration run): "
+                             + ", ".join(valid))
         data = json.loads(path.read_text()) if path.is_file() else {}
         if not data.get("compute_s_median") or not data.get("compute_s_per_step"):
             raise BenchError(f"{path}: no calibration run (compute_s_median and compute_s_per_step); "
@@ -125,6 +129,19 @@ def from_studies(names: list[str], cpu: float, folder: Path = MACHINES, root: Pa
     return _write(record, folder)
 
 
+def _check_collectives(collectives: str) -> None:
+    """Refuse, before the calibration run, a ``--collectives`` file that is missing or that the transport fit cannot
+    read (the record would name a file no later forecast could use)."""
+    what = "a `python -m bench.perf collectives --jsonl` output of this machine"
+    path = REPO_ROOT / collectives
+    if not path.is_file():
+        raise BenchError(f"--collectives {collectives!r}: no such file under the repository ({what})")
+    try:
+        transport.fit(transport.load_cells(path))
+    except (ValueError, KeyError, TypeError, IndexError, UnicodeDecodeError) as e:
+        raise BenchError(f"--collectives {collectives!r}: not {what} ({type(e).__name__}: {e})"[:400]) from None
+
+
 def measure(collectives: str | None, cpu: float, folder: Path = MACHINES) -> Path:
     """Run this machine's calibration run (``sync`` at np 1 on one emulated host, the regimes workload) and write its
     record: the median and the mean of the timed steps, with the collectives file it names (a path from the
@@ -136,9 +153,8 @@ def measure(collectives: str | None, cpu: float, folder: Path = MACHINES) -> Pat
     from ..study.calibrate import step_seconds
     from ..system import git_record
 
-    if collectives and not (REPO_ROOT / collectives).is_file():
-        raise BenchError(f"--collectives {collectives!r}: no such file under the repository "
-                         f"(a `python -m bench.perf collectives --jsonl` output of this machine)")
+    if collectives:
+        _check_collectives(collectives)
     cfg = resolve("sync", np=1, profile=CALIBRATION_PROFILE, hardware="emu", overrides={}, study="predict",
                   tag="machine", check=True)
     run_dir, rc = launch_run(cfg, REPO_ROOT / "results" / "predict" / "machine", force=True, echo=False)

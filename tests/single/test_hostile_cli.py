@@ -117,6 +117,17 @@ CASES = [
     ("predict/step_jitter_s 1e300", predict(*EMU, "--set", "step_jitter_s=1e300"), "step_jitter_s must be in [0, 60]"),
     ("predict/negative link delay", predict(*EMU, "--set", "link_delay=-5ms"), "bad delay '-5ms'"),
     ("predict/unparseable link delay", predict(*EMU, "--set", "link_delay=soon"), "bad delay 'soon'"),
+    # predict: a machine record (bench.predict.machines), refused before its calibration run
+    ("predict/collectives without --measure-machine", predict("--collectives", "docs/results/collectives/cells.jsonl"),
+     "--collectives goes with --measure-machine"),
+    ("predict/collectives missing", predict("--measure-machine", "--collectives", "no/such.jsonl"),
+     "--collectives 'no/such.jsonl': no such file"),
+    ("predict/collectives not the benchmark's output", predict("--measure-machine", "--collectives", "README.md"),
+     "--collectives 'README.md': not a `python -m bench.perf collectives --jsonl` output"),
+    ("predict/machine-from unknown study", predict("--machine-from", "no-such-study"),
+     "unknown study 'no-such-study'; valid (a published calibration run): "),
+    ("predict/machine-from two machines", predict("--machine-from", "regimes,regimes-v1"),
+     "a machine record needs one machine"),
     # predict: the model's own files
     ("files/hardware zero bandwidth", dgx1("busbw_GBps: ", "busbw_GBps: 0 #"), "levels[0].busbw_GBps is 0, not a finite number > 0"),
     ("files/hardware text bandwidth", dgx1("busbw_GBps: ", "busbw_GBps: fast #"), "levels[0].busbw_GBps is 'fast'"),
@@ -161,6 +172,10 @@ CASES = [
     ("perf/timeline missing", perf("horovod_knobs", "--timeline", "/nonexistent/timeline.json"), "not a file"),
     ("perf/timeline not JSON", timeline("not json at all"), "not a Horovod timeline"),
     ("perf/pipeline results missing", perf("pipeline", "--results", "/nonexistent/results"), "is not a folder"),
+    ("perf/wakeup waits abc", perf("wakeup", "--waits-ms", "abc"), "--waits-ms 'abc': give at least two waits"),
+    ("perf/wakeup one wait", perf("wakeup", "--waits-ms", "5"), "--waits-ms '5': give at least two waits"),
+    ("perf/wakeup np 1", perf("wakeup", "--np", "1"), "--np must be in [2, 64]"),
+    ("perf/wakeup emulated share 5", perf("wakeup", "--emulated", "5"), "--emulated must be a share of a core"),
     ("perf/unknown benchmark", perf("nosuch"), "unknown benchmark 'nosuch'"),
     # probe and advise (issue 46): refused before a cluster is touched or a forecast runs
     ("probe/unknown hardware", cmd("probe", "--hardware", "nosuch"), "unknown hardware 'nosuch'; valid: "),

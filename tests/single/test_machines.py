@@ -95,19 +95,3 @@ def test_a_forecast_on_the_emulated_cluster_takes_this_machines_record(monkeypat
     assert rows["slow"]["throughput"] < 0.6 * rows["plain"]["throughput"]
     assert f"this machine ({machines.slug(here)}.json)" in rows["slow"]["calibration"]
     assert "this machine" not in rows["plain"]["calibration"]
-
-
-@pytest.mark.parametrize("args, fragment", [
-    (["--collectives", "docs/results/collectives/cells.jsonl"], "--collectives goes with --measure-machine"),
-    (["--measure-machine", "--collectives", "no/such.jsonl"], "--collectives 'no/such.jsonl': no such file"),
-    (["--machine-from", "no-such-study"], "no calibration run"),
-    (["--machine-from", "regimes,regimes-v1"], "a machine record needs one machine"),
-])
-def test_bad_machine_arguments_are_refused_in_one_line_before_anything_runs(capsys, args, fragment):
-    from bench.__main__ import main
-
-    before = sorted(machines.MACHINES.glob("*.json"))
-    assert main(["predict", *args]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and fragment in err[0], err
-    assert sorted(machines.MACHINES.glob("*.json")) == before
