@@ -21,6 +21,10 @@ from typing import Any, Literal
 
 from . import SCHEMA_VERSION, BenchError, short
 
+FIRST_SLEEP_S = 5e-6
+"""The sleeping wait's first sleep (``bench.comm.Comm.wait_sleeping``); later sleeps double up to
+``horovod.wait_sleep_us`` (the performance model counts its polls the same way: ``bench.predict.model.wait_polls``)."""
+
 
 MAX_THREADS = 256
 """Most torch threads a worker may ask for: more than any node's cores today; 100,000 starved the machine (each rank's

@@ -25,6 +25,7 @@ import time
 
 import torch
 
+from ..config import FIRST_SLEEP_S
 from ..timing import ThreadCpu
 from .base import CommBase
 from .p2p import CommTimeout
@@ -32,8 +33,6 @@ from .torch_runtime import TorchComm
 
 __all__ = ["Comm", "CommBase", "CommTimeout", "TorchComm", "open_comm"]
 
-FIRST_SLEEP_S = 5e-6
-"""The adaptive wait's first sleep (``Comm.wait_sleeping``); later sleeps double up to ``wait_sleep_us``."""
 
 _PR_SET_TIMERSLACK = 29  # prctl(2)
 

@@ -10,6 +10,8 @@ makes the model reproduce its source exactly):
 2. ``docs/results/predict/microbench/link.txt`` (``python -m bench.perf link``): the TCP goodput of a shaped link
    over its configured rate (``wire_efficiency``, the median over the rates), and the host CPU a byte sent or received
    costs (``b_byte_s``: the unshaped 256 MiB allreduce between two hosts, which is CPU-bound).
+   ``docs/results/predict/microbench/wakeup.json`` (``python -m bench.perf wakeup``): the host CPU a wake-up of a
+   rank's sleeping wait for a collective costs (``wake_s``).
 3. :data:`CALIBRATION_CELLS`, seven cells of two published studies, one constant each (two for the last pair but one).
 4. ``docs/results/collectives/cells.jsonl`` (``python -m bench.perf collectives``): the transport's constants
    (:mod:`.transport`: what a link's one-way delay costs each operation), fitted on the micro-benchmark alone, kept
@@ -36,6 +38,7 @@ from .cells import RESULTS, all_cells, find
 from .model import Model
 
 MICROBENCH = REPO_ROOT / "docs" / "results" / "predict" / "microbench" / "link.txt"
+WAKEUP = REPO_ROOT / "docs" / "results" / "predict" / "microbench" / "wakeup.json"
 STUDY_CALIBRATION = RESULTS / "regimes-v1" / "calibration.json"
 CALIBRATION_CPU = 0.36  # cores of the host the regimes calibration run had (pipelines/hardware/emu.yaml cpu_per_host)
 
@@ -55,6 +58,7 @@ MEANING = {
     "eta": "share of its CPU quota a host turns into work (full-speed step / (mean step x quota))",
     "wire_efficiency": "TCP goodput over the configured rate of a shaped link",
     "b_byte_s": "s of host CPU a byte sent or received costs (gloo over TCP)",
+    "wake_s": "s of host CPU a wake-up of a rank's sleeping wait for a Horovod collective costs",
     "a_allreduce_s": "s of host CPU an allreduce costs besides its bytes (Horovod's negotiation, fusion, waits)",
     "hop_s": "s a hop of a ring (or a message) takes besides its bytes, on the critical path",
     "omega_s": "s of host CPU a collective after k local steps costs over one after every step, times (sqrt(k) - 1)",
@@ -93,6 +97,17 @@ def microbench(path: Path = MICROBENCH) -> dict:
     return {"wire_efficiency": statistics.median(ratios), "b_byte_s": int(m.group(2)) / 1e3 / (2 * payload)}
 
 
+def wakeup(path: Path = WAKEUP) -> float:
+    """CPU a wake-up of the sleeping wait costs (``wake_s``) from the output of ``python -m bench.perf wakeup --json``."""
+    try:
+        value = float(json.loads(path.read_text())["fit"]["wake_s"])
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise BenchError(f"{path}: not a `python -m bench.perf wakeup --json` output ({type(e).__name__}: {e})") from None
+    if not 0 <= value < 1e-3:
+        raise BenchError(f"{path}: wake_s {value!r} is not in [0, 1 ms)")
+    return value
+
+
 def fit(cells=None) -> dict:
     """The calibration (constants and their provenance) from the sources of the module docstring."""
     from . import machines
@@ -102,7 +117,7 @@ def fit(cells=None) -> dict:
     own = machines.constants(study, CALIBRATION_CPU)  # c_full_s and eta, as every machine's record gives them
     k = {"workload": workload, "profile": load_study(study["study"]).profile, "c_full_s": own["c_full_s"],
          "eta": own["eta"],
-         **microbench(), "cfs_period_s": CFS_PERIOD_US / 1e6,
+         **microbench(), "wake_s": wakeup(), "cfs_period_s": CFS_PERIOD_US / 1e6,
          "a_allreduce_s": 0.0, "hop_s": 0.0, "omega_s": 0.0, "a_p2p_s": 0.0, "a_ps_s": 0.0, "pass_byte_s": 0.0,
          "ps_kappa": 0.0, "compute_source": "the median step of docs/results/regimes-v1/calibration.json's run"}
     cells = cells if cells is not None else all_cells(("regimes-speedup", "regimes-te"))
@@ -139,6 +154,7 @@ def fit(cells=None) -> dict:
     k["provenance"] = {
         "study_calibration": str(STUDY_CALIBRATION.relative_to(REPO_ROOT)),
         "microbench": str(MICROBENCH.relative_to(REPO_ROOT)),
+        "wakeup": str(WAKEUP.relative_to(REPO_ROOT)),
         "cells": {name: "/".join(map(str, c)) for name, c in CALIBRATION_CELLS.items()},
         "meaning": MEANING,
     }

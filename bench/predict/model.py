@@ -31,7 +31,7 @@ import dataclasses
 import math
 from dataclasses import asdict, dataclass, field
 
-from ..config import HOROVOD_DEFAULTS
+from ..config import FIRST_SLEEP_S, HOROVOD_DEFAULTS
 from .hardware import Hardware, Workload
 from .patterns import Exchange, Pattern, pattern
 from . import nccl, transport
@@ -49,6 +49,20 @@ SERVER_WORKER_WINDOWS = 38_400
 workers, 150 each). The queue settles into its round robin within its ten warm-up windows: the published forecasts
 at 64-256 workers moved by at most 0.14 % when this cap came in, no winner changed, and ``bench predict``'s
 forecasts took 70 s instead of 152 (tests/single/test_predict.py checks a saturated server at 256 workers)."""
+
+
+def wait_polls(wait_s: float, sleep_max_s: float, first_s: float = 5e-6) -> int:
+    """How many times the suite's sleeping wait (``bench.comm.Comm.wait_sleeping``) polls in a wait of ``wait_s``:
+    once at once, then after each sleep, the first ``first_s`` (:data:`bench.config.FIRST_SLEEP_S`) and each one twice
+    the last up to ``sleep_max_s`` (``horovod.wait_sleep_us``). Every poll but the first follows a wake-up."""
+    if wait_s <= 0:
+        return 1
+    polls, slept, sleep = 1, 0.0, min(first_s, sleep_max_s)
+    while slept < wait_s and sleep < sleep_max_s:
+        slept, sleep, polls = slept + sleep, min(2 * sleep, sleep_max_s), polls + 1
+    if slept < wait_s:
+        polls += math.ceil((wait_s - slept) / sleep_max_s - 1e-9)
+    return polls
 
 
 def server_windows(window: int, n: int) -> int:
@@ -241,6 +255,18 @@ class Model:
                                                  pat)[1] - 2 * cycle) for k in range(1, most + 1))
         return cycle, data
 
+    def wait_cpu(self, cfg, hw: Hardware, pat: Pattern):
+        """The CPU a rank's training thread spends waiting ``w`` seconds for a Horovod allreduce (the ops marked
+        ``polled``) on a rationed host (the emulated cluster): ``wake_s`` (``python -m bench.perf wakeup``) for every
+        wake-up of the sleeping wait (:func:`wait_polls`) when the run waits by sleeping polls
+        (``horovod.wait_sleep_us``); None otherwise. Not modelled: a spinning wait's CPU (Horovod's own
+        ``synchronize``, its broadcasts), torch.distributed's blocking waits (gossip, DDP), a GPU's."""
+        sleep_us = cfg.launch.horovod.wait_sleep_us
+        wake = self.k.get("wake_s")
+        if not (wake and sleep_us and hw.emulated and cfg.launch.np > 1):
+            return None
+        return lambda w: wake * (wait_polls(w, sleep_us / 1e6, FIRST_SLEEP_S) - 1)
+
     # -- shares and stragglers -------------------------------------------------------------------------------
     def shares(self, cfg, hw: Hardware) -> list[float | None]:
         """Each worker's effective CPU share (cores x the quota's efficiency); None: not CPU-bound (a GPU)."""
@@ -287,13 +313,14 @@ class Model:
         c = wl.compute_s
         costs = [self.exchange_cost(e, cfg, hw, wl, pat) for e in pat.exchanges]
         ops = [Op(max(1, round(every)), comm, cpu, behind=e.overlap == "behind", lag=e.lag, delay_s=added,
+                  polled=e.kind == "allreduce" and pat.runtime == "horovod",
                   **dict(zip(("cycle_s", "fused_s"), self.horovod_loop(e, cfg, hw, wl, pat))))
                for e, (every, comm, cpu, added) in zip(pat.exchanges, costs)]
         shares = self.shares(cfg, hw)
         sleeps = self.sleeps(cfg, hw, wl, shares)
         workers = [Client(1, c, s, sleep_s=sl - cfg.train.step_jitter_s, jitter_s=cfg.train.step_jitter_s)
                    for s, sl in zip(shares, sleeps)]
-        res = simulate_collective(workers, ops, self.k["cfs_period_s"])
+        res = simulate_collective(workers, ops, self.k["cfs_period_s"], wait_cpu=self.wait_cpu(cfg, hw, pat))
         pace = max(res.step_s)
         per_worker = list(zip(res.compute_s, res.comm_s, res.wait_s))
         cpu = c + sum(cpu_e / op.every for op, (_, _, cpu_e, _) in zip(ops, costs))

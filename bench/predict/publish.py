@@ -80,6 +80,7 @@ def readme(dest: Path, val: pd.DataFrame, anc: pd.DataFrame, win: pd.DataFrame) 
     consts = pd.DataFrame([{"constant": name, "value": k[name], "meaning": MEANING[name],
                             "fitted on": "/".join(map(str, CALIBRATION_CELLS[name])) if name in CALIBRATION_CELLS else
                             ("bench.perf link" if name in ("wire_efficiency", "b_byte_s") else
+                             "bench.perf wakeup" if name == "wake_s" else
                              "regimes calibration run" if name in ("c_full_s", "eta") else "the cluster's setting")}
                            for name in MEANING])
     fam = validate.summary(val)

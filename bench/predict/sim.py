@@ -14,7 +14,9 @@ waited for ``every`` (or ``lag``) steps later. Collectives go through one at a t
 the link): one starts when the one before it is through. A non-blocking one given Horovod's loop (``cycle_s``,
 :meth:`bench.predict.model.Model.horovod_loop`) starts with the first negotiation cycle after every worker queued it
 and is fused with those queued before that cycle starts. A link's delay (``delay_s``) follows a blocking operation's
-CPU work on the hosts, which the rest of its wire time overlaps. The workers' mean step over the steps after a warm-up is their pace.
+CPU work on the hosts, which the rest of its wire time overlaps. A worker's wait for a collective may cost its host CPU
+(``wait_cpu``: the polls of the suite's sleeping wait), which the host's next work finds gone from the period's
+budget. The workers' mean step over the steps after a warm-up is their pace.
 """
 
 from __future__ import annotations
@@ -49,6 +51,19 @@ class CfsHost:
             self._used[k] = self._used.get(k, 0.0) + dt
         return t
 
+    def burn(self, t0: float, t1: float, work: float) -> None:
+        """``work`` seconds of CPU spread evenly over [t0, t1] beside what the host runs (a waiting thread's polls):
+        each period's share of it comes out of that period's budget, as far as the budget goes; nothing waits."""
+        if not self.share or work <= 0 or t1 <= t0:
+            return
+        budget, rate = self.share * self.period, work / (t1 - t0)
+        t = t0
+        while t < t1 - 1e-12:
+            k = math.floor((t - self.phase) / self.period + 1e-9)
+            end = min(t1, self.phase + (k + 1) * self.period)
+            self._used[k] = min(budget, self._used.get(k, 0.0) + rate * (end - t))
+            t = end
+
 
 def all_active(times: list[list[float]], warm: int) -> tuple[float, float]:
     """The all-active window of event times per worker: from the last worker's ``warm``-th to the first's last."""
@@ -72,6 +87,8 @@ class Op:
     """A ``behind`` operation of Horovod's: one negotiation of its background loop (0: not played as that loop)."""
     fused_s: tuple = ()
     """With ``cycle_s``: the data seconds of a cycle that carries 1, 2, ... of these operations fused."""
+    polled: bool = False
+    """A worker waits for it by the sleeping wait's polls (``simulate_collective``'s ``wait_cpu``)."""
 
 
 @dataclass(frozen=True)
@@ -97,8 +114,10 @@ class Pace:
 
 
 def simulate_collective(workers: list[Client], ops: list[Op], period_s: float, steps: int | None = None,
-                        seed: int = 0) -> Pace:
-    """See the module docstring."""
+                        seed: int = 0, wait_cpu=None) -> Pace:
+    """See the module docstring. ``wait_cpu(seconds)``: the CPU a worker's training thread spends waiting that long
+    for a ``polled`` operation (the sleeping wait's polls, :func:`bench.predict.model.wait_polls`), drawn from its
+    host's budget over the wait (:meth:`CfsHost.burn`); None: a wait costs no CPU."""
     rng = random.Random(seed)
     n = len(workers)
     hosts = [CfsHost(w.share, period_s, rng.uniform(0, period_s)) for w in workers]
@@ -108,7 +127,7 @@ def simulate_collective(workers: list[Client], ops: list[Op], period_s: float, s
     warm = steps // 5 if noisy else steps // 2
     t = [0.0] * n
     compute, wait = [0.0] * n, [0.0] * n
-    pending: list[tuple[int, list]] = []  # (step it is waited for at, [the time it is through])
+    pending: list[tuple[int, list, bool]] = []  # (step it is waited for at, [the time it is through], polled)
     channel = 0.0  # when the collectives started so far are through
     cycle: dict = {}  # Horovod's loop: the last cycle that carries operations (start, operations, [end])
     mark = None
@@ -140,10 +159,10 @@ def simulate_collective(workers: list[Client], ops: list[Op], period_s: float, s
                     start = ready  # the state the loop settles in: each reduction queued while the one before runs
                 cycle = {"start": start, "ops": 1, "end": [start + op.cycle_s + op.fused_s[0]]}
             channel = cycle["end"][0]
-            pending.append((step + (op.lag or op.every), cycle["end"]))
+            pending.append((step + (op.lag or op.every), cycle["end"], op.polled))
             return
         channel = max(ready, channel) + op.comm_s  # one collective at a time (Horovod's thread, the link)
-        pending.append((step + (op.lag or op.every), [channel]))
+        pending.append((step + (op.lag or op.every), [channel], op.polled))
 
     for step in range(1, steps + 1):
         if step == warm + 1:
@@ -155,12 +174,14 @@ def simulate_collective(workers: list[Client], ops: list[Op], period_s: float, s
         for op in ops:  # delayed allreduce starts this step's reduction, then waits for the one lag steps older
             if op.behind and op.lag and not step % op.every:
                 launch(op, step)
-        due = [done[0] for at, done in pending if at == step]
-        pending = [(at, done) for at, done in pending if at != step]
-        for done in due:
+        due = [(done[0], polled) for at, done, polled in pending if at == step]
+        pending = [p for p in pending if p[0] != step]
+        for done, polled in due:
             for i in range(n):
                 if done > t[i]:
                     wait[i] += done - t[i]
+                    if wait_cpu and polled:
+                        hosts[i].burn(t[i], done, wait_cpu(done - t[i]))
                     t[i] = done
         for op in ops:
             if step % op.every or (op.behind and op.lag):
@@ -171,6 +192,9 @@ def simulate_collective(workers: list[Client], ops: list[Op], period_s: float, s
             arrive = max(t)
             end = max([max(arrive, channel) + op.comm_s - op.delay_s]
                       + [hosts[i].run(arrive, op.cpu_s) for i in range(n)]) + op.delay_s
+            if wait_cpu and op.polled:
+                for i in range(n):
+                    hosts[i].burn(t[i], end, wait_cpu(end - t[i]))
             channel = end
             t = [end] * n
     t0, c0, w0 = mark

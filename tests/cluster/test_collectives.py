@@ -36,3 +36,20 @@ def test_a_small_allreduce_waits_four_delays_and_a_message_one(tmp_path):
     assert hvd["iters"] == max(1, min(50, round(0.3 / hvd["warmup_s"]))) >= 3, hvd
     assert "| 100mbit | 5ms | 2 | sendrecv | 4096 |" in proc.stdout
     assert not any(suite_objects().values())
+
+
+def test_the_sleeping_waits_cost_is_measured_on_quotad_emulated_hosts(tmp_path):
+    """python -m bench.perf wakeup --emulated: the waiting rank runs on an emulated host of 0.36 of a core; its waits
+    poll and cost CPU as on this machine, the record says where it ran, and the cluster is down afterwards."""
+    out = tmp_path / "wakeup.json"
+    proc = subprocess.run([sys.executable, "-m", "bench.perf", "wakeup", "--np", "2", "--emulated", "0.36",
+                           "--waits-ms", "0,20", "--repeats", "3", "--json", str(out)], capture_output=True, text=True,
+                          timeout=300, cwd=str(REPO), env=ENV)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rec = json.loads(out.read_text())
+    assert rec["emulated_share"] == 0.36 and rec["fit"]["rounds"] == 6
+    rows = {r["wait_ms"]: r for r in rec["summary"]}
+    assert rows[20.0]["polls"] > 3 * rows[0.0]["polls"] and rows[20.0]["cpu_ms"] > rows[0.0]["cpu_ms"]
+    assert 0 < rec["fit"]["wake_s"] < 1e-3
+    assert "2 emulated hosts of 0.36 of a core" in proc.stdout
+    assert not any(suite_objects().values())

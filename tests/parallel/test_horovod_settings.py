@@ -96,3 +96,23 @@ def test_horovod_best_runs_each_candidates_plain_horovod_loop_beside_plain_ddp(t
     rows = {r["candidate"]: r for r in rec["summary"]}
     assert rows["profile"]["profile_effect"] == 1.0 and rows["c5"]["ddp_n"] == 1 and rows["c5"]["ddp_effect"] > 0
     assert "best: " in capsys.readouterr().out
+
+
+def test_wakeup_benchmark_counts_the_sleeping_waits_polls_and_their_cpu(tmp_path, capsys):
+    """``python -m bench.perf wakeup``: under real horovodrun, rank 1 waits for rank 0's late allreduce by the sleeping
+    wait; a longer wait makes more polls and costs more of the thread's CPU, the polls are those the performance model
+    counts for that wait (``wait_polls``, give or take the sleeps' overshoot), and the fitted CPU a wake-up is
+    positive and under a millisecond."""
+    from bench.perf import wakeup
+    from bench.predict.model import wait_polls
+
+    out = tmp_path / "wakeup.json"
+    assert wakeup.main(["--waits-ms", "0,30", "--repeats", "4", "--json", str(out)]) == 0
+    rec = json.loads(out.read_text())
+    rows = {r["wait_ms"]: r for r in rec["summary"]}
+    assert rows[30.0]["wall_ms"] >= 29 and rows[30.0]["polls"] > 4 * rows[0.0]["polls"]  # the 0 ms wait: the operation itself
+    assert rows[30.0]["cpu_ms"] > rows[0.0]["cpu_ms"]
+    model = wait_polls(rows[30.0]["wall_ms"] / 1e3, 250e-6)
+    assert 0.6 * model <= rows[30.0]["polls"] <= 1.1 * model, (rows[30.0], model)
+    assert 0 < rec["fit"]["wake_s"] < 1e-3 and rec["fit"]["rounds"] == 8
+    assert "wake_s = " in capsys.readouterr().out

@@ -117,6 +117,58 @@ def test_cfs_host_throttles_a_burst_longer_than_its_budget():
     assert CfsHost(None, 0.1).run(1.0, 0.08) == pytest.approx(1.08)
 
 
+def test_cpu_burnt_beside_a_hosts_work_comes_out_of_its_budget_without_holding_it():
+    host = CfsHost(0.5, 0.1, phase=0.0)
+    host.burn(0.0, 0.05, 0.03)  # a wait's polls: 30 ms of the first period's 50
+    assert host.run(0.05, 0.03) == pytest.approx(0.11)  # 20 ms left in the period, then 10 ms in the next
+    full = CfsHost(0.5, 0.1, phase=0.0)
+    full.burn(0.0, 0.2, 0.5)  # more than the budgets: each period's use stops at its budget
+    assert full.run(0.2, 0.01) == pytest.approx(0.21)
+    free = CfsHost(None, 0.1)
+    free.burn(0.0, 0.05, 0.03)  # no quota: nothing to take from
+    assert free.run(0.05, 0.03) == pytest.approx(0.08)
+
+
+def test_the_sleeping_waits_polls_are_counted_as_its_loop_makes_them():
+    """``wait_polls`` against ``Comm.wait_sleeping`` itself, with an operation that completes after a set time."""
+    import time
+
+    from bench.comm import Comm
+    from bench.predict.model import wait_polls
+
+    assert [wait_polls(w, 250e-6) for w in (0, 1e-5, 3e-4, 1e-3)] == [1, 3, 7, 10]
+    assert wait_polls(0.1, 250e-6) == 7 + math.ceil((0.1 - 315e-6) / 250e-6)  # 6 sleeps to 160 us, then 250 us each
+    for wait_s in (0.002, 0.02):
+        polls, done = [0], time.perf_counter() + wait_s
+
+        class Waiting:
+            wait_sleep_s, wait_spin_s = 250e-6, 0.0
+
+            def poll(self, handle):
+                polls[0] += 1
+                return time.perf_counter() >= done
+        Comm.wait_sleeping(Waiting(), ["handle"])
+        # sleeps end a little late (timer slack, scheduling), never early: at most the model's polls
+        assert 0.5 * wait_polls(wait_s, 250e-6) <= polls[0] <= wait_polls(wait_s, 250e-6) + 1, polls
+
+
+def test_a_waiting_ranks_polls_slow_a_rationed_host_and_nothing_else():
+    cal = {**hardware.load_calibration(), "c_full_s": 0.0145}  # this machine's step: the quota is what binds
+    cfg = resolve("sync", np=4, profile="regimes", hardware="emu", check=False,
+                  overrides={"link": "118mbit", "link_delay": "1ms", "lr": 0.2})
+    hw, wl = hardware.for_config(cfg, cal)
+    polling, silent = (Model({**cal, "wake_s": w}).predict(cfg, hw, wl).step_s for w in (20e-6, 0.0))
+    assert polling > 1.03 * silent
+    spinning = resolve("sync", np=4, profile="regimes", hardware="emu", check=False,
+                       overrides={"link": "118mbit", "link_delay": "1ms", "lr": 0.2, "horovod": {}})
+    assert spinning.launch.horovod.wait_sleep_us is None  # Horovod's own wait: not modelled, no change
+    a, b = (Model({**cal, "wake_s": w}).predict(spinning, hw, wl).step_s for w in (20e-6, 0.0))
+    assert a == b
+    gossip = resolve("sgp", np=4, profile="regimes", hardware="emu", check=False, overrides={"link_delay": "1ms"})
+    a, b = (Model({**cal, "wake_s": w}).predict(gossip, *hardware.for_config(gossip, cal)).step_s for w in (20e-6, 0.0))
+    assert a == b  # torch.distributed's waits block: no polls
+
+
 def test_collective_waits_for_the_slowest_worker():
     fast, slow = Client(1, 0.01, None), Client(1, 0.03, None)
     res = simulate_collective([fast, slow, fast], [Op(1, 0.005, 0.0)], 0.1)
