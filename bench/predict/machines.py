@@ -142,6 +142,25 @@ def _check_collectives(collectives: str) -> None:
         raise BenchError(f"--collectives {collectives!r}: not {what} ({type(e).__name__}: {e})"[:400]) from None
 
 
+FULL_SPEED_SPREAD = 1.5
+"""Most a calibration run's median step may exceed its 10th percentile: past it, most steps did not run at full
+speed (a host throttled by its quota more often than not: a busy machine), and the median is no full-speed step."""
+
+
+def check_full_speed(step_s) -> None:
+    """BenchError where the median of a calibration run's steps is not a full-speed step (:data:`FULL_SPEED_SPREAD`):
+    on a throttled host the steps split into a full-speed mode and a throttled one, and a median in the second (one
+    such run: 20 ms and 85 ms steps, median 85) would make this machine's compute look 4 x slower."""
+    import numpy as np
+
+    steps = np.asarray(step_s, dtype=float)
+    p10, median = float(np.percentile(steps, 10)), float(np.median(steps))
+    if not median <= FULL_SPEED_SPREAD * p10:
+        raise BenchError(f"the calibration run's median step {1e3 * median:.1f} ms is over {FULL_SPEED_SPREAD:g} x its "
+                         f"10th percentile ({1e3 * p10:.1f} ms): most steps did not run at full speed (a busy machine "
+                         f"throttling its hosts); run it again with nothing else running")
+
+
 def measure(collectives: str | None, cpu: float, folder: Path = MACHINES) -> Path:
     """Run this machine's calibration run (``sync`` at np 1 on one emulated host, the regimes workload) and write its
     record: the median and the mean of the timed steps, with the collectives file it names (a path from the
@@ -162,6 +181,7 @@ def measure(collectives: str | None, cpu: float, folder: Path = MACHINES) -> Pat
     if rc or summary.get("status") != "ok":
         raise BenchError(f"the machine's calibration run {run_dir} did not finish ({summary.get('status', rc)})")
     steps = timed_steps(load_run(run_dir).steps)
+    check_full_speed(steps["step_s"])
     machine = this_machine()
     git = git_record()
     record = {"machine": machine, **step_seconds(steps), "steps": int(len(steps)), "cpu_per_host": cpu,

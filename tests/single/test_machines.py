@@ -95,3 +95,12 @@ def test_a_forecast_on_the_emulated_cluster_takes_this_machines_record(monkeypat
     assert rows["slow"]["throughput"] < 0.6 * rows["plain"]["throughput"]
     assert f"this machine ({machines.slug(here)}.json)" in rows["slow"]["calibration"]
     assert "this machine" not in rows["plain"]["calibration"]
+
+
+def test_a_calibration_run_whose_median_step_is_throttled_is_refused():
+    """The trial of 2026-11-30 07:19: steps of 20 ms at full speed and 85 ms when a quota period throttled the host,
+    most of them throttled; its median (85 ms) would have made the machine's compute look 4 x slower."""
+    full, throttled = [0.020] * 40, [0.085] * 60
+    with pytest.raises(BenchError, match="median step 85.0 ms is over 1.5 x its 10th percentile"):
+        machines.check_full_speed(full + throttled)
+    machines.check_full_speed([0.0145] * 90 + [0.06] * 10)  # the 05:30 run's shape: most steps inside the quota
