@@ -176,7 +176,14 @@ def measure(collectives: str | None, cpu: float, folder: Path = MACHINES) -> Pat
         _check_collectives(collectives)
     cfg = resolve("sync", np=1, profile=CALIBRATION_PROFILE, hardware="emu", overrides={}, study="predict",
                   tag="machine", check=True)
-    run_dir, rc = launch_run(cfg, REPO_ROOT / "results" / "predict" / "machine", force=True, echo=False)
+    from ..cluster import down, state
+
+    was_up = state() is not None
+    try:
+        run_dir, rc = launch_run(cfg, REPO_ROOT / "results" / "predict" / "machine", force=True, echo=False)
+    finally:
+        if not was_up:
+            down()  # a one-shot measurement leaves no emulated cluster it brought up
     summary = read_json(run_dir / "summary.json") if (run_dir / "summary.json").is_file() else {}
     if rc or summary.get("status") != "ok":
         raise BenchError(f"the machine's calibration run {run_dir} did not finish ({summary.get('status', rc)})")
