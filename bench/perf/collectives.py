@@ -8,7 +8,8 @@ For each link rate and delay (one emulated cluster of max(--np) hosts, reshaped 
 one ``horovodrun`` job over n hosts (one rank a host) times, for each size:
 
 - ``allreduce_hvd``: Horovod's allreduce (``Comm.allreduce_``: its background loop's cycle, the negotiation, then
-  gloo's ring);
+  gloo's ring), waited for as the runs on the emulated cluster wait (the ``emu`` profile's ``horovod.wait_sleep_us``;
+  before 2026-11-30 10:30 UTC in Horovod's spinning wait, which the published cells were taken with);
 - ``allreduce_gloo``: ``torch.distributed.all_reduce`` on a gloo group: gloo's ring alone, no Horovod;
 - ``broadcast``: Horovod's broadcast from rank 0 (``Comm.broadcast_parameters``);
 - ``allgather``: Horovod's allgather, each rank giving size / n bytes (the result is ``size`` bytes);
@@ -156,13 +157,22 @@ def _inner(args) -> int:
 
     from ..comm import Comm
 
+    from ..resolve import load_hardware
+
     torch.set_num_threads(1)
-    comm = Comm(network_interface=os.environ.get("HOROVOD_GLOO_IFACE", ""), p2p_backend="gloo")
+    # a blocking Horovod allreduce waits as the runs on the emulated cluster wait for theirs (the emu profile's
+    # horovod.wait_sleep_us: sleeping polls); Horovod's own spinning wait, three ranks on two cores, starved the
+    # background threads and stalled small operations 5-20 x (2026-11-30: 4 KiB at n = 3, 58.9 ms against 3.2)
+    wait_sleep_us = (load_hardware("emu").get("horovod") or {}).get("wait_sleep_us")
+    comm = Comm(network_interface=os.environ.get("HOROVOD_GLOO_IFACE", ""), p2p_backend="gloo",
+                wait_sleep_us=wait_sleep_us)
     comm.init_torch_distributed()
     p2p = comm.p2p()
     for size in args.sizes:
         for op in args.ops:
             rec = measure_cell(comm, p2p, op, size, args.repeats, args.budget_s)
+            if op == "allreduce_hvd":
+                rec["wait_sleep_us"] = wait_sleep_us  # how its ranks waited (None: Horovod's spinning wait)
             if comm.rank == 0:
                 print("PROBE " + json.dumps(rec), flush=True)
     comm.shutdown()
