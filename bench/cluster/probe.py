@@ -113,7 +113,7 @@ def check(args) -> int:
         "allreduce_ok": allreduce_ok, "p2p_ok": p2p_ok, "p2p_bytes": numel * 4, "p2p_s": p2p_s,
         "tx_bytes_during_p2p": tx1 - tx0, "connections": _tcp_connections(),
     }
-    print(MARK + json.dumps(record), flush=True)
+    emit(record)
     comm.shutdown()
     return 0
 
@@ -143,9 +143,25 @@ def busbw(args) -> int:
         results.append({"bytes": nbytes, "size": n, "median_s": med, "times": times, "algbw_bps": algbw,
                         "busbw_bps": algbw * 2 * (n - 1) / n})
     if hvd.rank() == 0:
-        print(MARK + json.dumps({"busbw": results}), flush=True)
+        emit({"busbw": results})
     hvd.shutdown()
     return 0
+
+
+def emit(rec: dict) -> None:
+    """Print ``rec`` as a rank's ``PROBE`` line, which :func:`read_records` finds in the job's output."""
+    print(MARK + json.dumps(rec), flush=True)
+
+
+def read_record(line: str) -> dict | None:
+    """The record a ``PROBE`` line of a job's output carries (any prefix horovodrun puts before it), None for any
+    other line."""
+    return json.loads(line.split(MARK, 1)[1]) if MARK + "{" in line else None
+
+
+def read_records(output: str) -> list[dict]:
+    """Every record of a job's output (:func:`read_record`), in order."""
+    return [r for r in map(read_record, output.splitlines()) if r is not None]
 
 
 def run_job(st, np: int, mode_args: list[str], timeout: float = 300, server_host: bool = False,
@@ -161,8 +177,7 @@ def run_job(st, np: int, mode_args: list[str], timeout: float = 300, server_host
     output = proc.stdout + proc.stderr
     if proc.returncode != 0:
         raise RuntimeError(f"horovodrun failed (rc {proc.returncode}): {' '.join(cmd)}\n{output[-4000:]}")
-    records = [json.loads(line.split(MARK, 1)[1]) for line in proc.stdout.splitlines() if MARK + "{" in line]
-    return records, output
+    return read_records(proc.stdout), output
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -155,8 +155,8 @@ def measure_cell(comm, p2p, op: str, size: int, repeats: int, budget_s: float) -
 def _inner(args) -> int:
     import torch
 
+    from ..cluster.probe import emit
     from ..comm import Comm
-
     from ..resolve import load_hardware
 
     torch.set_num_threads(1)
@@ -174,7 +174,7 @@ def _inner(args) -> int:
             if op == "allreduce_hvd":
                 rec["wait_sleep_us"] = wait_sleep_us  # how its ranks waited (None: Horovod's spinning wait)
             if comm.rank == 0:
-                print("PROBE " + json.dumps(rec), flush=True)
+                emit(rec)
     comm.shutdown()
     return 0
 

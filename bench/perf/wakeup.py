@@ -39,10 +39,9 @@ DEFAULT_WAITS_MS = (0.0, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0)
 def _inner(waits_ms: list[float], repeats: int, wait_sleep_us: float) -> int:
     """Runs under horovodrun: the rounds; every rank but 0 prints its records (``PROBE`` lines, as
     :func:`bench.cluster.probe.run_job` reads them)."""
-    from ..cluster.probe import MARK
-
     import torch
 
+    from ..cluster.probe import emit
     from ..comm import Comm
 
     comm = Comm(wait_sleep_us=wait_sleep_us)
@@ -70,7 +69,7 @@ def _inner(waits_ms: list[float], repeats: int, wait_sleep_us: float) -> int:
         if i >= 3:
             records.append({"wait_ms": w, "wall_s": wall, "cpu_s": cpu, "polls": polls[0], "rank": comm.rank})
     for rec in records:
-        print(MARK + json.dumps(rec), flush=True)
+        emit(rec)
     comm.shutdown()
     return 0
 
@@ -134,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.inner:
         return _inner(waits, args.repeats, args.wait_sleep_us)
 
-    from ..cluster.probe import MARK
+    from ..cluster.probe import read_records
     from ..system import cpu_model, horovodrun_launch
 
     where = (f"{args.np} emulated hosts of {args.emulated:g} of a core" if args.emulated
@@ -158,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         if proc.returncode != 0:
             print(proc.stdout[-4000:], proc.stderr[-4000:], sep="\n", file=sys.stderr)
             raise BenchError(f"the benchmark job failed (rc {proc.returncode})")
-        records = [json.loads(line.split(MARK, 1)[1]) for line in proc.stdout.splitlines() if MARK + "{" in line]
+        records = read_records(proc.stdout)
     if not records:
         raise BenchError("the benchmark job printed no round")
     rows = summary(records, waits)

@@ -105,12 +105,11 @@ def from_studies(names: list[str], cpu: float, folder: Path = MACHINES, root: Pa
 
     root = root or RESULTS
     runs, found = [], set()
-    valid = sorted(p.parent.name for p in root.glob("*/calibration.json"))
     for name in names:
         path = root / name / "calibration.json"
         if not (root / name).is_dir():
             raise BenchError(f"--machine-from: unknown study {name!r}; valid (a published calibration run): "
-                             + ", ".join(valid))
+                             + ", ".join(sorted(p.parent.name for p in root.glob("*/calibration.json"))))
         data = json.loads(path.read_text()) if path.is_file() else {}
         if not data.get("compute_s_median") or not data.get("compute_s_per_step"):
             raise BenchError(f"{path}: no calibration run (compute_s_median and compute_s_per_step); "

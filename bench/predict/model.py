@@ -51,7 +51,7 @@ at 64-256 workers moved by at most 0.14 % when this cap came in, no winner chang
 forecasts took 70 s instead of 152 (tests/single/test_predict.py checks a saturated server at 256 workers)."""
 
 
-def wait_polls(wait_s: float, sleep_max_s: float, first_s: float = 5e-6) -> int:
+def wait_polls(wait_s: float, sleep_max_s: float, first_s: float = FIRST_SLEEP_S) -> int:
     """How many times the suite's sleeping wait (``bench.comm.Comm.wait_sleeping``) polls in a wait of ``wait_s``:
     once at once, then after each sleep, the first ``first_s`` (:data:`bench.config.FIRST_SLEEP_S`) and each one twice
     the last up to ``sleep_max_s`` (``horovod.wait_sleep_us``). Every poll but the first follows a wake-up."""
@@ -265,7 +265,7 @@ class Model:
         wake = self.k.get("wake_s")
         if not (wake and sleep_us and hw.emulated and cfg.launch.np > 1):
             return None
-        return lambda w: wake * (wait_polls(w, sleep_us / 1e6, FIRST_SLEEP_S) - 1)
+        return lambda w: wake * (wait_polls(w, sleep_us / 1e6) - 1)
 
     # -- shares and stragglers -------------------------------------------------------------------------------
     def shares(self, cfg, hw: Hardware) -> list[float | None]:

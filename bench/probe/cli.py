@@ -56,7 +56,7 @@ def run_job(cmd: list[str], env: dict, config: Path, timeout: float = JOB_TIMEOU
     """The job, its PROGRESS lines shown as they come; the PROBE records (RuntimeError with the output's tail when
     horovodrun fails or passes ``timeout``). SIGTERM, SIGHUP and SIGINT end it as they end a run: horovodrun, every
     process below it and the ranks ssh started on this machine (those naming ``config``) terminated, then killed."""
-    from ..cluster.probe import MARK
+    from ..cluster.probe import read_record
     from ..launch.terminate import Terminated, kill_job, signals_end_the_job
 
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
@@ -66,8 +66,8 @@ def run_job(cmd: list[str], env: dict, config: Path, timeout: float = JOB_TIMEOU
         with signals_end_the_job():
             for line in proc.stdout:
                 tail = (tail + [line])[-60:]
-                if MARK + "{" in line:
-                    records.append(json.loads(line.split(MARK, 1)[1]))
+                if (rec := read_record(line)) is not None:
+                    records.append(rec)
                 elif "PROGRESS " in line:
                     print(f"[probe {time.monotonic() - started:5.1f} s] {line.split('PROGRESS ', 1)[1].rstrip()}",
                           file=sys.stderr, flush=True)

@@ -26,7 +26,6 @@ line on stderr, which the launcher shows as it comes.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import socket
 import statistics
@@ -34,14 +33,10 @@ import sys
 import threading
 import time
 
-from ..cluster.probe import MARK
+from ..cluster.probe import emit
 
 PORT = 5231
 """TCP port of a pair's echo and stream (the emulated hosts' own namespaces: nothing else listens there)."""
-
-
-def emit(rec: dict) -> None:
-    print(MARK + json.dumps(rec), flush=True)
 
 
 def progress(text: str) -> None:
