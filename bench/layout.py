@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import BenchError
+from . import BenchError, short
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PLAIN_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*")
@@ -119,3 +119,28 @@ def default_run_dir(cfg, root: Path | None = None) -> Path:
     """Where ``python -m bench run`` writes ``cfg`` (a :class:`bench.config.RunConfig`) without ``--out``."""
     layout = StudyLayout(cfg.study, root) if root else StudyLayout(cfg.study)
     return layout.run_dir(cfg.algorithm, cfg.launch.hardware, cfg.launch.np, cfg.tag)
+
+
+def output_path(text: str, option: str, folder: bool) -> Path:
+    """A command's output (``--publish DIR``, ``--out FILE``, a benchmark's ``--json FILE``) checked before anything is
+    computed or written (a relative folder is taken from the repository's root, a relative file from here): every name of the path at
+    most 255 bytes, no symlink loop, each existing part above it a folder, not a pseudo file system (/proc, /sys, /dev),
+    and the path itself a folder (``folder``) or a file that is not one."""
+    path = Path(text if text.startswith("/") or not folder else REPO_ROOT / text)
+    if not text:
+        raise BenchError(f"{option} is empty: give a {'folder' if folder else 'file'}")
+    if any(len(part.encode()) > 255 for part in path.parts):
+        raise BenchError(f"{option} {short(text)}: a name of the path is longer than 255 bytes, the file systems' limit")
+    try:
+        real = path.resolve(strict=False)
+    except (OSError, RuntimeError) as e:
+        raise BenchError(f"{option} {short(text)}: cannot be resolved ({e})") from None
+    if real.parts[1:2] and real.parts[1] in ("proc", "sys", "dev"):
+        raise BenchError(f"{option} {short(text)} is under /{real.parts[1]}, not a place for results")
+    for parent in reversed(real.parents):
+        if parent.exists() and not parent.is_dir():
+            raise BenchError(f"{option} {short(text)}: {parent} is a file, not a folder")
+    if real.exists() and real.is_dir() != folder:
+        raise BenchError(f"{option} {short(text)} is {'a file' if folder else 'a folder'}: give "
+                         f"{'a folder' if folder else 'a file name'}")
+    return path

@@ -55,7 +55,7 @@ def check(args) -> tuple[list[str], list[int]]:
 
 def cmd_advise(args) -> int:
     from ..predict import hardware
-    from ..predict.cli import _output
+    from ..layout import output_path
     from ..resolve import parse_set
     from . import rank, report
 
@@ -63,7 +63,7 @@ def cmd_advise(args) -> int:
     target = relation_target()
     overrides = parse_set(args.set or [])
     hw_name = Path(args.hardware).stem if args.hardware.endswith(".yaml") else args.hardware
-    out = _output(args.out or f"results/advise/{hw_name}/np{args.np}", "--out", folder=True)
+    out = output_path(args.out or f"results/advise/{hw_name}/np{args.np}", "--out", folder=True)
     out = out if out.is_absolute() else REPO_ROOT / out
     from ..predict.query import resolve_run
 

@@ -93,6 +93,7 @@ class PerfParser(OneLineParser):
 
 def check_options(args: argparse.Namespace) -> None:
     from ..algorithms import names
+    from ..layout import output_path
     from ..resolve import check_values, hardware_profiles, parse_set, resolve
 
     given = vars(args)
@@ -114,6 +115,9 @@ def check_options(args: argparse.Namespace) -> None:
         value = given.get(dest)
         if value is not None and not (math.isfinite(value) and 0 <= value <= 3600 and (value > 0 or dest == "skip")):
             raise BenchError(f"--{dest} must be seconds in (0, 3600], got {value}")
+    for dest in ("json", "jsonl"):  # where a benchmark writes its measurements: checked before it measures
+        if given.get(dest) is not None:
+            output_path(given[dest], f"--{dest}", folder=False)
     hardware = given.get("hardware")
     if hardware is not None and hardware not in hardware_profiles():
         raise BenchError(f"unknown hardware profile {hardware!r}; valid: {', '.join(hardware_profiles())}")

@@ -101,6 +101,10 @@ def parse_args(argv):
         setattr(args, name, int(number) if name == "repeats" else number)
     if not args.inner and not args.rates and not args.delays:
         raise BenchError("give at least one rate or delay")
+    if not args.inner and args.jsonl is not None:
+        from ..layout import output_path
+
+        output_path(args.jsonl, "--jsonl", folder=False)
     return args
 
 

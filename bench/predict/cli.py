@@ -17,10 +17,9 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
 from .. import BenchError, short
-from ..layout import REPO_ROOT
+from ..layout import REPO_ROOT, output_path
 from ..resolve import parse_set
 from . import calibrate, forecast
 from .query import MAX_NP, predict_many
@@ -34,30 +33,6 @@ def _ints(text: str, what: str, bound: int) -> list[int]:
         raise BenchError(f"--{what} must be integers in [1, {bound}], comma-separated (the simulator steps every "
                          f"worker: more would run for minutes); got {short(text)}")
     return values
-
-
-def _output(text: str, option: str, folder: bool) -> Path:
-    """``--publish DIR`` / ``--out FILE`` checked before anything is computed or written: every name of the path at
-    most 255 bytes, no symlink loop, each existing part above it a folder, not a pseudo file system (/proc, /sys, /dev),
-    and the path itself a folder (``folder``) or a file that is not one."""
-    path = Path(text if text.startswith("/") or not folder else REPO_ROOT / text)
-    if not text:
-        raise BenchError(f"{option} is empty: give a {'folder' if folder else 'file'}")
-    if any(len(part.encode()) > 255 for part in path.parts):
-        raise BenchError(f"{option} {short(text)}: a name of the path is longer than 255 bytes, the file systems' limit")
-    try:
-        real = path.resolve(strict=False)
-    except (OSError, RuntimeError) as e:
-        raise BenchError(f"{option} {short(text)}: cannot be resolved ({e})") from None
-    if real.parts[1:2] and real.parts[1] in ("proc", "sys", "dev"):
-        raise BenchError(f"{option} {short(text)} is under /{real.parts[1]}, not a place for results")
-    for parent in reversed(real.parents):
-        if parent.exists() and not parent.is_dir():
-            raise BenchError(f"{option} {short(text)}: {parent} is a file, not a folder")
-    if real.exists() and real.is_dir() != folder:
-        raise BenchError(f"{option} {short(text)} is {'a file' if folder else 'a folder'}: give "
-                         f"{'a folder' if folder else 'a file name'}")
-    return path
 
 
 def render(rows: list[dict]) -> str:
@@ -86,8 +61,8 @@ def render(rows: list[dict]) -> str:
 
 
 def cmd_predict(args) -> int:
-    publish = _output(args.publish, "--publish", folder=True) if args.publish is not None else None
-    out = _output(args.out, "--out", folder=False) if args.out is not None else None
+    publish = output_path(args.publish, "--publish", folder=True) if args.publish is not None else None
+    out = output_path(args.out, "--out", folder=False) if args.out is not None else None
     if args.measure_machine or args.machine_from:
         from . import machines
 

@@ -93,7 +93,7 @@ def default_out(hardware: str) -> str:
 
 
 def cmd_probe(args) -> int:
-    from ..predict.cli import _output
+    from ..layout import output_path
     from ..resolve import parse_set, resolve
 
     if args.np is not None and not 2 <= args.np <= 64:
@@ -115,7 +115,7 @@ def cmd_probe(args) -> int:
     sets = parse_set(args.set or [])
     cfg = resolve("sync", np=args.np, profile=profile, hardware=args.hardware, overrides=sets)
     hardware = cfg.launch.hardware
-    out = _output(args.out or default_out(hardware), "--out", folder=False)
+    out = output_path(args.out or default_out(hardware), "--out", folder=False)
     out = out if out.is_absolute() else Path.cwd() / out
     from ..launch import check_launch
     from ..launch.command import horovodrun_command, job_environment

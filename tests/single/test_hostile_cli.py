@@ -176,6 +176,11 @@ CASES = [
     ("perf/wakeup one wait", perf("wakeup", "--waits-ms", "5"), "--waits-ms '5': give at least two waits"),
     ("perf/wakeup np 1", perf("wakeup", "--np", "1"), "--np must be in [2, 64]"),
     ("perf/wakeup emulated share 5", perf("wakeup", "--emulated", "5"), "--emulated must be a share of a core"),
+    ("perf/wakeup json under /proc", perf("wakeup", "--json", "/proc/wakeup.json"), "is under /proc, not a place for results"),
+    ("perf/overhead json on a folder", lambda t: (["bench.perf", "overhead", "--json", str(t)], REPO),
+     "is a folder: give a file name"),
+    ("perf/collectives jsonl inside a file", lambda t: (["bench.perf", "collectives", "--jsonl", str(a_file(t) / "x")],
+                                                       REPO), "is a file, not a folder"),
     ("perf/unknown benchmark", perf("nosuch"), "unknown benchmark 'nosuch'"),
     # probe and advise (issue 46): refused before a cluster is touched or a forecast runs
     ("probe/unknown hardware", cmd("probe", "--hardware", "nosuch"), "unknown hardware 'nosuch'; valid: "),
