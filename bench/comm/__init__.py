@@ -138,7 +138,15 @@ class Comm(CommBase):
         return self.hvd.poll(handle)  # comm: ask whether the operation has completed (never blocks)
 
     def broadcast_parameters(self, state_dict, root: int = 0) -> None:
-        self.hvd.broadcast_parameters(state_dict, root_rank=root)  # comm: broadcast rank root's tensors to every rank
+        """Rank ``root``'s tensors on every rank, waited for as :meth:`synchronize` waits (Horovod's own
+        ``broadcast_parameters`` starts the same broadcasts, one a tensor in name order, and spins in its wait)."""
+        if not self.wait_sleep_s:
+            self.hvd.broadcast_parameters(state_dict, root_rank=root)  # comm: broadcast rank root's tensors to every rank
+            return
+        handles = [self.hvd.broadcast_async_(t, root, name) for name, t in sorted(state_dict.items())]  # comm: start the broadcast of each of rank root's tensors to every rank
+        self.wait_sleeping(handles)
+        for handle in handles:
+            self.hvd.synchronize(handle)  # comm: release the completed broadcast's handle (polled: no wait)
 
     def broadcast_optimizer_state(self, optimizer, root: int = 0) -> None:
         """Rank ``root``'s optimizer state on every rank. An optimizer that has not stepped yet has no state to send
@@ -160,7 +168,10 @@ class Comm(CommBase):
         return self.hvd.allgather_object(obj, name=name)  # comm: gather every rank's object on every rank
 
     def allgather(self, tensor: torch.Tensor) -> torch.Tensor:
-        return self.hvd.allgather(tensor)  # comm: gather every rank's tensor on every rank
+        """Every rank's tensor, concatenated, on every rank; waited for as :meth:`synchronize` waits."""
+        if not self.wait_sleep_s:
+            return self.hvd.allgather(tensor)  # comm: gather every rank's tensor on every rank
+        return self.synchronize(self.hvd.allgather_async(tensor))  # comm: gather every rank's tensor on every rank, waiting adaptively
 
     def barrier(self) -> None:
         self.hvd.barrier()  # comm: wait until every rank has reached this point

@@ -8,13 +8,16 @@ For each link rate and delay (one emulated cluster of max(--np) hosts, reshaped 
 one ``horovodrun`` job over n hosts (one rank a host) times, for each size:
 
 - ``allreduce_hvd``: Horovod's allreduce (``Comm.allreduce_``: its background loop's cycle, the negotiation, then
-  gloo's ring), waited for as the runs on the emulated cluster wait (the ``emu`` profile's ``horovod.wait_sleep_us``;
-  before 2026-11-30 10:30 UTC in Horovod's spinning wait, which the published cells were taken with);
+  gloo's ring);
 - ``allreduce_gloo``: ``torch.distributed.all_reduce`` on a gloo group: gloo's ring alone, no Horovod;
 - ``broadcast``: Horovod's broadcast from rank 0 (``Comm.broadcast_parameters``);
 - ``allgather``: Horovod's allgather, each rank giving size / n bytes (the result is ``size`` bytes);
 - ``sendrecv``: the point-to-point transport (``Comm.p2p``: torch.distributed gloo send/recv, the parameter server's
   and gossip's), a ping-pong of ``size`` bytes between ranks 0 and 1: one message's time is half a round.
+
+Horovod's operations (:data:`HOROVOD_WAITED`) are waited for as the runs on the emulated cluster wait (the ``emu``
+profile's ``horovod.wait_sleep_us``, recorded in the cell; before 2026-11-30 10:30 UTC the allreduce, and before
+11:40 UTC the broadcast and allgather, in Horovod's spinning wait, which the cells published before were taken with).
 
 A measurement is ``iters`` operations back to back after a barrier (iters chosen so that it takes about 0.3 s,
 from a second warm-up operation: the first of a name is Horovod's slowest), the slowest rank's elapsed time over
@@ -38,6 +41,8 @@ from pathlib import Path
 from .. import BenchError
 
 OPS = ("allreduce_hvd", "allreduce_gloo", "broadcast", "allgather", "sendrecv")
+HOROVOD_WAITED = ("allreduce_hvd", "broadcast", "allgather")
+"""The operations Horovod carries, which ``Comm`` waits for by sleeping polls where ``wait_sleep_us`` is set."""
 SIZE_FORM = "a byte count with an optional unit K, M (powers of 2), e.g. 4K, 64K, 1M, 64M"
 _SIZE = re.compile(r"^\s*(\d+)\s*([KM]?)B?\s*$", re.IGNORECASE)
 MAX_SIZE = 256 << 20
@@ -164,7 +169,7 @@ def _inner(args) -> int:
     from ..resolve import load_hardware
 
     torch.set_num_threads(1)
-    # a blocking Horovod allreduce waits as the runs on the emulated cluster wait for theirs (the emu profile's
+    # a blocking Horovod operation waits as the runs on the emulated cluster wait for theirs (the emu profile's
     # horovod.wait_sleep_us: sleeping polls); Horovod's own spinning wait, three ranks on two cores, starved the
     # background threads and stalled small operations 5-20 x (2026-11-30: 4 KiB at n = 3, 58.9 ms against 3.2)
     wait_sleep_us = (load_hardware("emu").get("horovod") or {}).get("wait_sleep_us")
@@ -175,7 +180,7 @@ def _inner(args) -> int:
     for size in args.sizes:
         for op in args.ops:
             rec = measure_cell(comm, p2p, op, size, args.repeats, args.budget_s)
-            if op == "allreduce_hvd":
+            if op in HOROVOD_WAITED:
                 rec["wait_sleep_us"] = wait_sleep_us  # how its ranks waited (None: Horovod's spinning wait)
             if comm.rank == 0:
                 emit(rec)

@@ -7,7 +7,7 @@ import json
 import torch
 
 from bench.perf.horovod_knobs import summarize_timeline
-from support import run_algorithm
+from support import REPO, horovodrun, run_algorithm
 
 
 def test_cycle_time_setting_reaches_the_background_thread_and_system_json(tmp_path):
@@ -116,3 +116,18 @@ def test_wakeup_benchmark_counts_the_sleeping_waits_polls_and_their_cpu(tmp_path
     assert 0.6 * model <= rows[30.0]["polls"] <= 1.1 * model, (rows[30.0], model)
     assert 0 < rec["fit"]["wake_s"] < 1e-3 and rec["fit"]["rounds"] == 8
     assert "wake_s = " in capsys.readouterr().out
+
+
+def test_broadcast_and_allgather_wait_by_sleeping_and_give_horovods_result(tmp_path):
+    """With ``wait_sleep_us`` (the emulated cluster's runs), ``Comm.broadcast_parameters`` and ``Comm.allgather``
+    wait by the sleeping polls, not Horovod's spin: every rank ends with rank 1's tensors and the ranks' tensors
+    concatenated in rank order, and each wait covered the operation's handles (two broadcasts, one allgather)."""
+    out = tmp_path / "rows.json"
+    proc = horovodrun(3, REPO / "tests/parallel/scripts/sleeping_collectives.py", str(out), timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    rows = json.loads(out.read_text())
+    assert len(rows) == 3
+    for row in rows:
+        assert row["b"] == [1.0] * 3 and row["a"] == [10.0, 11.0, 12.0, 13.0, 14.0]
+        assert row["gathered"] == [0.0, 1.0, 1.0, 2.0, 2.0, 2.0]
+        assert row["waits"] == [2, 1]
