@@ -167,11 +167,13 @@ class Comm(CommBase):
     def allgather_object(self, obj, name: str = "bench.gather") -> list:
         return self.hvd.allgather_object(obj, name=name)  # comm: gather every rank's object on every rank
 
-    def allgather(self, tensor: torch.Tensor) -> torch.Tensor:
-        """Every rank's tensor, concatenated, on every rank; waited for as :meth:`synchronize` waits."""
+    def allgather(self, tensor: torch.Tensor, name: str | None = None) -> torch.Tensor:
+        """Every rank's tensor, concatenated, on every rank; waited for as :meth:`synchronize` waits. ``name``: the
+        same on every rank; a repeated operation needs one for Horovod's response cache (without one, each call is
+        named anew and negotiated in full)."""
         if not self.wait_sleep_s:
-            return self.hvd.allgather(tensor)  # comm: gather every rank's tensor on every rank
-        return self.synchronize(self.hvd.allgather_async(tensor))  # comm: gather every rank's tensor on every rank, waiting adaptively
+            return self.hvd.allgather(tensor, name=name)  # comm: gather every rank's tensor on every rank
+        return self.synchronize(self.hvd.allgather_async(tensor, name=name))  # comm: gather every rank's tensor on every rank, waiting adaptively
 
     def barrier(self) -> None:
         self.hvd.barrier()  # comm: wait until every rank has reached this point

@@ -131,7 +131,7 @@ def time_op(comm, p2p, op: str, buf, recv, iters: int) -> float:
         elif op == "broadcast":
             comm.broadcast_parameters({f"coll.{buf.numel()}": buf}, root=0)  # comm: Horovod's broadcast from rank 0
         elif op == "allgather":
-            comm.allgather(buf)  # comm: Horovod's allgather of every rank's slice
+            comm.allgather(buf, name=f"coll.gather.{buf.numel()}")  # comm: Horovod's allgather of every rank's slice
         elif rank == 0:
             p2p.send(buf, 1)  # comm: ping to rank 1
             p2p.recv(recv, 1)  # comm: pong from rank 1
