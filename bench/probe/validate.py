@@ -84,6 +84,20 @@ def compare(s: dict, d: dict) -> dict:
             "step_cpu_ms": m["step_s"] * 1e3}
 
 
+def probe_one(s: dict, f: Path) -> dict:
+    """``python -m bench probe`` on scenario ``s``'s cluster (brought up with the generator's settings, which the
+    probe's ranks never see) into ``f``; its comparison with the truth (:func:`compare`) and its seconds."""
+    f.parent.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "bench", "probe", "--hardware", "emu", "--np", str(s["np"]), "--out", str(f)]
+    for x in sets(s):
+        cmd += ["--set", x]
+    t0 = time.monotonic()
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=str(REPO_ROOT), timeout=900)
+    if proc.returncode != 0:
+        raise SystemExit(f"scenario {s['id']}: the probe failed:\n{proc.stderr[-3000:]}")
+    return {**compare(s, yaml.safe_load(f.read_text())), "probe_s": time.monotonic() - t0}
+
+
 def run(scenarios: list[dict], out: Path) -> list[dict]:
     import pandas as pd
 
@@ -95,17 +109,7 @@ def run(scenarios: list[dict], out: Path) -> list[dict]:
     for k, s in enumerate(scenarios, 1):
         if s["id"] in done:
             continue
-        f = out / "probed" / f"{s['id']}.yaml"
-        f.parent.mkdir(parents=True, exist_ok=True)
-        cmd = [sys.executable, "-m", "bench", "probe", "--hardware", "emu", "--np", str(s["np"]), "--out", str(f)]
-        for x in sets(s):
-            cmd += ["--set", x]
-        t0 = time.monotonic()
-        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=str(REPO_ROOT), timeout=900)
-        if proc.returncode != 0:
-            raise SystemExit(f"scenario {s['id']} failed:\n{proc.stderr[-3000:]}")
-        row = compare(s, yaml.safe_load(f.read_text()))
-        row["probe_s"] = time.monotonic() - t0
+        row = probe_one(s, out / "probed" / f"{s['id']}.yaml")
         rows.append(row)
         print(f"[{time.monotonic() - started:6.0f} s] {k}/{len(scenarios)} {s['id']}: "
               f"{json.dumps({k2: row[k2] for k2 in ('rate_error', 'delay_error_ms', 'share_max_abs_error')})}",

@@ -3,13 +3,17 @@ interpolation between measured worker counts (bench.predict.target): no run here
 
 from __future__ import annotations
 
+import datetime
 import math
 
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 
 from bench.advise import validate
+
+V1, V2 = validate.DESIGNS["advise-validation"], validate.DESIGNS["advise-validation-2"]
 from bench.predict import target
 from bench.study import load_study
 from bench.study.register import seeds_of
@@ -47,26 +51,57 @@ def test_relation_moves_to_another_learning_rate_by_the_sweeps_measured_ratio_or
     assert target.time_to_target("sync", 4, 1000.0, rel, lr=0.2, sweep=sweep) == pytest.approx(samples / 1000.0)
 
 
-def test_every_scenario_runs_every_method_at_every_seed_on_the_generators_cluster():
-    s = next(x for x in validate.scenarios() if x["straggler_host"] is not None and x["delay_ms"])
-    planned = validate.configs(s)
-    assert len(planned) == len(validate.METHODS) * len(validate.SEEDS)
+@pytest.mark.parametrize("d", [V1, V2], ids=lambda d: d.study)
+def test_every_scenario_runs_every_method_at_every_seed_on_the_generators_cluster(d):
+    s = next(x for x in validate.scenarios(d) if x["straggler_host"] is not None and x["delay_ms"])
+    planned = validate.configs(s, d)
+    assert len(planned) == len(validate.METHODS) * len(d.seeds)
     assert [c.algorithm for _, c in planned[:len(validate.METHODS)]] == list(validate.METHODS)  # seed-major
     for name, c in planned:
-        assert c.launch.np == s["np"] and c.study == validate.STUDY and c.profile == "regimes"
-        assert c.launch.link == f"{s['rate_bps'] / 1e6:g}mbit" and c.launch.link_delay == f"{s['delay_ms']:g}ms"
+        assert c.launch.np == s["np"] and c.study == d.study and c.profile == "regimes"
+        rate = s["rate_bps"]
+        assert c.launch.link == (f"{rate / 1e9:g}gbit" if rate >= 1e9 else f"{rate / 1e6:g}mbit")
+        assert c.launch.link_delay == f"{s['delay_ms']:g}ms"
         assert c.launch.cpu_per_host == s["cpu_per_host"]
         assert c.launch.emulated_cpu == {s["straggler_host"]: s["cpu_per_host"] / 2}
         assert name.endswith(f"-seed{c.train.seed}")
     # the test's seeds are none of the relation's study's (whose runs the forecast's samples to target come from)
-    assert not set(validate.SEEDS) & seeds_of(load_study(target.CALIBRATION_STUDY))
+    assert not set(d.seeds) & seeds_of(load_study(target.CALIBRATION_STUDY))
+    assert validate.plan_file(s, planned[0][0], d).is_relative_to(d.runs)
+
+
+def test_the_second_design_is_new_scenarios_new_seeds_and_its_own_probes():
+    """advise-validation-2 shares no seed and no scenario with the first (the same generator, another seed), and
+    probes each scenario itself, beside its runs, where the first read the probe study's committed files."""
+    assert not set(V1.seeds) & set(V2.seeds) and len(V2.seeds) > len(V1.seeds)
+    spec1, spec2 = (yaml.safe_load(d.scenarios_file.read_text()) for d in (V1, V2))
+    assert spec1["seed"] != spec2["seed"] and spec2["generator"] == spec1["generator"] == "bench.probe.validate.draw"
+    from bench.probe.validate import draw
+
+    assert spec2["scenarios"] == draw(spec2["seed"], len(spec2["scenarios"]))  # what the generator draws, untouched
+    assert len(spec2["scenarios"]) >= 8
+    assert V2.probe_live and not V1.probe_live
+    assert validate.probed_file(spec2["scenarios"][0], V2).is_relative_to(V2.runs)
+    assert validate.probed_file(spec1["scenarios"][0], V1).is_file()  # the first study's probed files are committed
+
+
+def test_an_unknown_study_or_until_is_refused_in_one_line(capsys):
+    assert validate.main(["report", "--study", "advise-validation-3"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == "error: unknown study 'advise-validation-3'; valid: advise-validation, advise-validation-2"
+    assert validate.main(["run", "--study", "advise-validation-2", "--until", "25:00"]) == 2
+    assert capsys.readouterr().err.strip() == "error: bad --until '25:00': give a UTC time HH:MM, e.g. 14:05"
+    at = validate.parse_until("00:00")
+    now = datetime.datetime.now(datetime.UTC)
+    assert now < at <= now + datetime.timedelta(days=1) and (at.hour, at.minute) == (0, 0)
+    assert validate.parse_until(None) is None
 
 
 def _runs(ttt: dict[str, list[float]], censored: dict[str, list[bool]] | None = None) -> pd.DataFrame:
     rows = []
     for m, times in ttt.items():
         for k, t in enumerate(times):
-            rows.append({"id": "s1", "method": m, "seed": validate.SEEDS[k], "np": 3, "throughput": 1000.0,
+            rows.append({"id": "s1", "method": m, "seed": V1.seeds[k], "np": 3, "throughput": 1000.0,
                          "time_to_target_s": t, "censored": (censored or {}).get(m, [False] * 3)[k],
                          "train_s": 20.0, "final_accuracy": 0.9, "judged": ""})
     return pd.DataFrame(rows)
@@ -87,7 +122,7 @@ def test_regret_is_the_picks_median_over_the_best_with_a_paired_interval():
     fc = {m: 10.0 + i for i, m in enumerate(speed)} | {"adpsgd": None}
     runs = _runs(times)
     cells = validate.cells(runs, _forecasts(order, fc))
-    v = validate.verdicts(runs, cells).iloc[0]
+    v = validate.verdicts(runs, cells, len(V1.seeds)).iloc[0]
     assert (v["pick"], v["best"]) == ("lasgd", "sync")
     assert v["regret"] == pytest.approx(13.5 / 11.0)
     ratios = np.log(np.array([12.5, 13.5, 15.0]) / np.array([10.0, 11.0, 12.0]))
@@ -107,7 +142,8 @@ def test_a_censored_pick_has_infinite_regret_and_a_censored_cell_is_never_the_be
     cens = {"sgp": [False, True, True]}  # most of sgp's seeds never reached the target: censored cell
     order = ["sgp", "localsgd", "lasgd", "ddp", "sync", "adpsgd"]
     runs = _runs(times, cens)
-    v = validate.verdicts(runs, validate.cells(runs, _forecasts(order, {m: 10.0 + i for i, m in enumerate(methods)})))
+    v = validate.verdicts(runs, validate.cells(runs, _forecasts(order, {m: 10.0 + i for i, m in enumerate(methods)})),
+                           len(V1.seeds))
     assert v.iloc[0]["best"] == "localsgd" and v.iloc[0]["regret"] == math.inf and not v.iloc[0]["right"]
 
 
@@ -115,7 +151,7 @@ def test_an_incomplete_scenario_gets_no_verdict():
     methods = list(validate.METHODS)
     runs = _runs({m: [10.0, 11.0] for m in methods})  # two seeds of three
     cells = validate.cells(runs, _forecasts(methods, {m: 10.0 + i for i, m in enumerate(methods)}))
-    assert validate.verdicts(runs, cells).empty
+    assert validate.verdicts(runs, cells, len(V1.seeds)).empty
 
 
 def test_one_definition_of_a_measured_time_to_target_serves_confirm_and_the_study():
