@@ -259,8 +259,9 @@ class Model:
         """The CPU a rank's training thread spends waiting ``w`` seconds for a Horovod allreduce (the ops marked
         ``polled``) on a rationed host (the emulated cluster): ``wake_s`` (``python -m bench.perf wakeup``) for every
         wake-up of the sleeping wait (:func:`wait_polls`) when the run waits by sleeping polls
-        (``horovod.wait_sleep_us``); None otherwise. Not modelled: a spinning wait's CPU (Horovod's own
-        ``synchronize``, its broadcasts), torch.distributed's blocking waits (gossip, DDP), a GPU's."""
+        (``horovod.wait_sleep_us``); None otherwise. Not modelled: a broadcast's polls (FAST's, one an epoch or
+        more), a spinning wait's CPU (Horovod's own ``synchronize`` without ``wait_sleep_us``), torch.distributed's
+        blocking waits (gossip, DDP), a GPU's."""
         sleep_us = cfg.launch.horovod.wait_sleep_us
         wake = self.k.get("wake_s")
         if not (wake and sleep_us and hw.emulated and cfg.launch.np > 1):
