@@ -68,8 +68,6 @@ RULES = {"regret_max": 1.10, "regret_share_min": 0.80, "time_to_target_median_ab
 0.20 over the measured cells."""
 
 
-
-
 @dataclasses.dataclass(frozen=True)
 class Design:
     """One registered design: its scenarios, seeds, and where each scenario's probed file comes from."""
@@ -77,12 +75,19 @@ class Design:
     study: str
     scenarios_file: Path
     seeds: tuple[int, ...]
-    probed: Path
-    """The folder of the probed files (``<id>.yaml``) the forecasts read."""
-    probe_live: bool
-    """True: ``run`` probes each scenario just before its forecast (into :attr:`probed`, beside the runs); False:
-    the probed files are committed (a probe study's) and their ``probe_s`` is that study's table's."""
     why: str
+    committed_probes: Path | None = None
+    """The folder of a probe study's committed probed files (``<id>.yaml``, their ``probe_s`` in that study's table);
+    None: ``run`` probes each scenario just before its forecast, into :attr:`probed` beside the runs."""
+
+    @property
+    def probe_live(self) -> bool:
+        return self.committed_probes is None
+
+    @property
+    def probed(self) -> Path:
+        """The folder of the probed files the forecasts read."""
+        return self.committed_probes or self.runs / "probed"
 
     @property
     def runs(self) -> Path:
@@ -94,11 +99,11 @@ class Design:
 
 
 DESIGNS = {d.study: d for d in (
-    Design("advise-validation", PROBE_STUDY / "scenarios.yaml", (460, 461, 462), PROBE_STUDY / "probed", False,
+    Design("advise-validation", PROBE_STUDY / "scenarios.yaml", (460, 461, 462),
            "Three paired seeds (an interval from three), none of the relation's study's (regimes-speedup: 0, 1, 2); "
-           "the probe study's scenarios and probed files."),
+           "the probe study's scenarios and probed files.", committed_probes=PROBE_STUDY / "probed"),
     Design("advise-validation-2", REPO_ROOT / "docs" / "results" / "advise-validation-2" / "scenarios.yaml",
-           (463, 464, 465, 466, 467), REPO_ROOT / "results" / "advise-validation-2" / "probed", True,
+           (463, 464, 465, 466, 467),
            "Registered after advise-validation was seen: its regret rule was met in 6 of 8 scenarios, and both misses "
            "were picks whose paired intervals held 1 at three seeds (half-widths 0.3-0.6). The number of seeds "
            "comes from that study's noise: a run's log time to target spreads by 0.10 (median sd within a cell), "
