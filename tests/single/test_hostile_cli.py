@@ -175,6 +175,13 @@ CASES = [
     ("perf/wakeup waits abc", perf("wakeup", "--waits-ms", "abc"), "--waits-ms 'abc': give at least two waits"),
     ("perf/wakeup one wait", perf("wakeup", "--waits-ms", "5"), "--waits-ms '5': give at least two waits"),
     ("perf/wakeup np 1", perf("wakeup", "--np", "1"), "--np must be in [2, 64]"),
+    # the advise-validation studies' runner
+    ("advise-validation/unknown study",
+     lambda t: (["bench.advise.validate", "report", "--study", "advise-validation-3"], REPO),
+     "unknown study 'advise-validation-3'; valid: advise-validation, advise-validation-2"),
+    ("advise-validation/until 25:00",
+     lambda t: (["bench.advise.validate", "run", "--study", "advise-validation-2", "--until", "25:00"], REPO),
+     "bad --until '25:00': give a UTC time HH:MM"),
     ("perf/wakeup emulated share 5", perf("wakeup", "--emulated", "5"), "--emulated must be a share of a core"),
     ("perf/wakeup json under /proc", perf("wakeup", "--json", "/proc/wakeup.json"), "is under /proc, not a place for results"),
     ("perf/overhead json on a folder", lambda t: (["bench.perf", "overhead", "--json", str(t)], REPO),
