@@ -69,7 +69,11 @@ if ! "$PY" -c "import horovod.torch" 2>/dev/null; then
     grep -q 'CMAKE_CXX_STANDARD 17' "$tree/horovod/torch/CMakeLists.txt"
     # Its CUDA kernels ask for C++11, which CUDA 13's headers (CCCL) no longer accept.
     sed -i 's/CMAKE_CUDA_STANDARD 11/CMAKE_CUDA_STANDARD 17/' "$tree/horovod/common/ops/cuda/CMakeLists.txt"
-    env CMAKE_POLICY_VERSION_MINIMUM=3.5 \
+    # Headers it uses without including them (std::string in group_table.h, std::logic_error in common.h), which a
+    # newer libstdc++ than GCC 12's no longer brings in through others: seen on a GPU machine's image, 2026-11-30,
+    # where the build passed with these (docs/results/gpu-setup/README.md).
+    HVD_INCLUDES="-include cstdint -include string -include stdexcept -include limits -include algorithm -include functional -include memory"
+    env CMAKE_POLICY_VERSION_MINIMUM=3.5 CXXFLAGS="${CXXFLAGS:-} $HVD_INCLUDES" \
         HOROVOD_WITH_PYTORCH=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_MPI=${HOROVOD_WITHOUT_MPI:-1} \
         HOROVOD_WITHOUT_TENSORFLOW=1 HOROVOD_WITHOUT_MXNET=1 HOROVOD_CPU_OPERATIONS=GLOO \
         MAKEFLAGS=${MAKEFLAGS:--j$(nproc)} PATH="$PWD/$VENV/bin:$PATH" \
