@@ -175,13 +175,6 @@ CASES = [
     ("perf/wakeup waits abc", perf("wakeup", "--waits-ms", "abc"), "--waits-ms 'abc': give at least two waits"),
     ("perf/wakeup one wait", perf("wakeup", "--waits-ms", "5"), "--waits-ms '5': give at least two waits"),
     ("perf/wakeup np 1", perf("wakeup", "--np", "1"), "--np must be in [2, 64]"),
-    # the advise-validation studies' runner
-    ("advise-validation/unknown study",
-     lambda t: (["bench.advise.validate", "report", "--study", "advise-validation-3"], REPO),
-     "unknown study 'advise-validation-3'; valid: advise-validation, advise-validation-2"),
-    ("advise-validation/until 25:00",
-     lambda t: (["bench.advise.validate", "run", "--study", "advise-validation-2", "--until", "25:00"], REPO),
-     "bad --until '25:00': give a UTC time HH:MM"),
     ("perf/wakeup emulated share 5", perf("wakeup", "--emulated", "5"), "--emulated must be a share of a core"),
     ("perf/wakeup json under /proc", perf("wakeup", "--json", "/proc/wakeup.json"), "is under /proc, not a place for results"),
     ("perf/overhead json on a folder", lambda t: (["bench.perf", "overhead", "--json", str(t)], REPO),
@@ -211,6 +204,13 @@ CASES = [
                                               "sync,sgp"), "has no compute time for lenet@32"),
     ("advise/out is a file", lambda t: (["bench", "advise", "--hardware", "emu", "--out", str(a_file(t))], REPO),
      "is a file: give a folder"),
+    # the advise-validation studies' runner
+    ("advise-validation/unknown study",
+     lambda t: (["bench.advise.validate", "report", "--study", "advise-validation-3"], REPO),
+     "unknown study 'advise-validation-3'; valid: advise-validation, advise-validation-2"),
+    ("advise-validation/until 25:00",
+     lambda t: (["bench.advise.validate", "run", "--study", "advise-validation-2", "--until", "25:00"], REPO),
+     "bad --until '25:00': give a UTC time HH:MM"),
     # the guard: usage errors of every entry point in one line
     ("cli/perf usage error", perf("overhead", "--np", "abc"), "argument --np: invalid int value: 'abc'"),
     ("cli/cluster usage error", lambda t: (["bench.cluster", "explode"], REPO), "invalid choice: 'explode'"),
