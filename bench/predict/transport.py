@@ -264,7 +264,9 @@ def horovod_constants(k: dict) -> dict:
 
 
 def negotiation_s(n: int, delay_s: float, k: dict) -> float:
-    """One Horovod negotiation: a tiny ring allreduce (CrossRankBitwiseAnd, horovod/common/controller.cc)."""
+    """One Horovod negotiation: a tiny ring allreduce (CrossRankBitwiseAnd, horovod/common/controller.cc). How
+    many an operation waits for (ν) is fitted; docs/results/collectives/horovod-loop-sim.py derives what it stands
+    for (two negotiations an operation, each one segment relayed around the ring), not yet used here."""
     return ring_allreduce_s(8, n, 0.0, delay_s, {**k, "byte_s": 0.0})
 
 
@@ -306,17 +308,19 @@ def _data_s(op: str, nbytes: float, n: int, bps: float, delay_s: float, k: dict)
 
 def op_seconds(op: str, nbytes: float, n: int, bps: float, delay_s: float, k: dict) -> float:
     """:func:`seconds` on a link that carries ``bps`` bytes a second (0 or inf: no limit but the host's); ``k``'s
-    ``burst`` (bytes the shaper counts, :func:`seconds` sets it) is the shaper's bucket (:func:`bucketed`)."""
+    ``burst`` (bytes the shaper counts, :func:`seconds` sets it) is the shaper's bucket (:func:`bucketed`), over the
+    operation's whole period: its transfers, and the call's and Horovod's cycle's time (``a_``, ``nu_``) during which
+    the bucket refills."""
     bps = 0.0 if not math.isfinite(bps) else bps
     k = horovod_constants(k) if op in HOROVOD_COPY else k
+    rest = k[f"a_{op}"] + (k[f"nu_{op}"] * negotiation_s(n, delay_s, k) if op in HOROVOD_OPS else 0.0)
     data = _data_s(op, nbytes, n, bps, delay_s, k)
     if bps > 0 and n > 1:
-        data = bucketed(data, _data_s(op, nbytes, n, 0.0, delay_s, k), carried(op, nbytes, n, k) / bps,
+        # the period of an operation repeated back to back is all of it, its cycle and negotiation too: the bucket
+        # refills at the rate through them, so the rate's floor is on the whole period, not on the transfers alone
+        return bucketed(rest + data, rest + _data_s(op, nbytes, n, 0.0, delay_s, k), carried(op, nbytes, n, k) / bps,
                         k.get("burst", 0.0) * k["eff"] / bps)
-    if op == "sendrecv":
-        return k["a_sendrecv"] + data
-    neg = k[f"nu_{op}"] * negotiation_s(n, delay_s, k) if op in HOROVOD_OPS else 0.0
-    return k[f"a_{op}"] + neg + data
+    return rest + data
 
 
 def delay_added_s(op: str, nbytes: float, n: int, bps: float, delay: float, k: dict) -> float:
