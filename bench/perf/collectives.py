@@ -19,9 +19,10 @@ Horovod's operations (:data:`HOROVOD_WAITED`) are waited for as the runs on the 
 profile's ``horovod.wait_sleep_us``, recorded in the cell; before 2026-11-30 10:30 UTC the allreduce, and before
 11:40 UTC the broadcast and allgather, in Horovod's spinning wait, which the cells published before were taken with).
 
-A measurement is ``iters`` operations back to back after a barrier (iters chosen so that it takes about 0.3 s,
-from a second warm-up operation: the first of a name is Horovod's slowest), the slowest rank's elapsed time over
-iters; ``--repeats`` of them (fewer when the cell would pass ``--budget-s``), median reported. Every cell is one JSON line (``--jsonl``) and one table row: the
+A measurement is ``iters`` operations back to back after a barrier and one untimed operation (:data:`LEAD_OPS`;
+iters chosen so that it takes about 0.3 s, from a second warm-up operation: the first of a name is Horovod's
+slowest), the slowest rank's elapsed time over iters; ``--repeats`` of them (fewer when the cell would pass
+``--budget-s``), median reported. Every cell is one JSON line (``--jsonl``) and one table row: the
 median seconds, the repeats, and the algorithmic bandwidth. Any cluster that is up when this starts is replaced,
 and nothing is left up at the end. :mod:`bench.predict.model` fits its per-operation terms on these lines
 (``docs/results/collectives/``).
@@ -114,16 +115,28 @@ def parse_args(argv):
 
 
 # -- one job's ranks -------------------------------------------------------------------------------------------------
-def time_op(comm, p2p, op: str, buf, recv, iters: int) -> float:
-    """Seconds one ``op`` takes over the job's ranks: ``iters`` of them back to back after a barrier, the slowest
-    rank's elapsed time over iters (``sendrecv``: half a ping-pong between ranks 0 and 1). Every rank calls it."""
+LEAD_OPS = 1
+"""Operations each measurement runs after its barrier before its timer starts. The first operation after a barrier
+is not one of a back-to-back series: Horovod's loop has been running empty negotiations through the barrier, and
+the operation waits for whatever part of one is left, a phase the barrier sets (the same in every repeat). At 25 ms
+and n = 3 a Horovod allgather of 4 KiB took 15.1 one-way delays timed from the barrier, 14.2 timed from the end
+of its first operation (2026-11-30, docs/results/collectives/README.md). Cells record it as ``lead_ops``; those
+published before that day's 18:30 UTC have none (0)."""
+
+
+def time_op(comm, p2p, op: str, buf, recv, iters: int, lead: int = LEAD_OPS) -> float:
+    """Seconds one ``op`` takes over the job's ranks: ``iters`` of them back to back after a barrier and ``lead``
+    (:data:`LEAD_OPS`) untimed ones, the slowest rank's elapsed time over iters (``sendrecv``: half a ping-pong
+    between ranks 0 and 1). Every rank calls it."""
     import torch
     import torch.distributed as dist
 
     rank = comm.rank
-    dist.barrier()  # comm: start every rank's timed operations together
+    dist.barrier()  # comm: start every rank's operations together
     t0 = time.perf_counter()
-    for _ in range(iters):
+    for i in range(lead + iters):
+        if i == lead:  # the timer starts once the operations run back to back (LEAD_OPS)
+            t0 = time.perf_counter()
         if op == "allreduce_hvd":
             comm.allreduce_(buf, name=f"coll.{buf.numel()}", average=False)  # comm: Horovod's allreduce over all ranks
         elif op == "allreduce_gloo":
@@ -152,13 +165,13 @@ def measure_cell(comm, p2p, op: str, size: int, repeats: int, budget_s: float) -
     buf, recv = torch.ones(numel), torch.empty(numel)
     # the first operation of a name is not the steady one: Horovod negotiates it without its response cache and
     # allocates its buffers (up to ~0.3 s, which made iters 1 where one operation takes a millisecond)
-    first = time_op(comm, p2p, op, buf, recv, 1)
+    first = time_op(comm, p2p, op, buf, recv, 1, lead=0)
     warm = time_op(comm, p2p, op, buf, recv, 1)
     iters = max(1, min(50, round(TARGET_S / max(warm, 1e-6))))
     repeats = max(1, min(repeats, int(budget_s / max(warm * iters, 1e-6))))
     times = [time_op(comm, p2p, op, buf, recv, iters) for _ in range(repeats)]
     return {"op": op, "bytes": size, "np": comm.size, "iters": iters, "times_s": times,
-            "median_s": statistics.median(times), "warmup_s": warm, "first_s": first}
+            "median_s": statistics.median(times), "warmup_s": warm, "first_s": first, "lead_ops": LEAD_OPS}
 
 
 def _inner(args) -> int:
