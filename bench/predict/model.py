@@ -192,8 +192,9 @@ class Model:
             if e.overlap == "backward" and e.ops > 1 and pat.runtime == "horovod":
                 # Horovod fuses the tensors ready in the same cycle; a cycle lasts its sleep and its negotiation
                 cycle = (cfg.launch.horovod.cycle_time_ms or HOROVOD_DEFAULTS["cycle_time_ms"]) / 1e3
-                if delay and kt:
-                    cycle += transport.negotiation_s(n, delay, kt) - transport.negotiation_s(n, 0.0, kt)
+                if delay and kt:  # a cycle is half the wait a blocking allreduce pays (Model.horovod_loop)
+                    cycle += (transport.horovod_wait_s("allreduce_hvd", n, delay, kt)
+                              - transport.horovod_wait_s("allreduce_hvd", n, 0.0, kt)) / 2
                 rounds = min(e.ops, 1 + BACKWARD_SHARE * wl.compute_s / cycle)
             wire, lat = allreduce_cost(hw, n, nbytes, rounds)
             if e.overlap == "backward":
@@ -238,16 +239,17 @@ class Model:
         Returns (T, data): T one negotiation, data the seconds of a cycle's operation carrying 1 .. K of these
         fused (K = lag / every + 1 can be queued at once: delayed allreduce's d + 1). The micro-benchmark that fits
         the Horovod terms times blocking operations back to back, each queued just after the loop started an empty
-        cycle: an empty negotiation, its own, then its data, so T = nu / 2 negotiations (:mod:`.transport`) and
-        data = the blocking cost less 2 T (our reading of those sources, checked against delayed allreduce's steps
-        in regimes-latency: docs/results/predict/NOTES.md). (0, ()) for the others: their cost stays ``comm``."""
+        cycle: an empty negotiation, its own, then its data, so T = half the loop's wait
+        (:func:`.transport.horovod_wait_s`, its delays played in :mod:`.loop`) and data = the blocking cost less 2 T
+        (our reading of those sources, checked against delayed allreduce's steps in regimes-latency:
+        docs/results/predict/NOTES.md). (0, ()) for the others: their cost stays ``comm``."""
         kt = self.k.get("transport")
         n = cfg.launch.np
         if (e.kind != "allreduce" or e.overlap != "behind" or pat.runtime != "horovod" or n <= 1 or not kt
                 or not hw.emulated):
             return 0.0, ()
         delay, _ = link_delay(hw, n)
-        cycle = kt["nu_allreduce_hvd"] / 2 * transport.negotiation_s(n, delay, kt)
+        cycle = transport.horovod_wait_s("allreduce_hvd", n, delay, kt) / 2
         if cycle <= 0:
             return 0.0, ()
         most = 1 + (e.lag // max(1, round(e.every)) if e.lag else 0)

@@ -18,8 +18,11 @@ Each term restates, in our own code, how the software the suite runs moves bytes
 - **Horovod** (``horovod/common/controller.cc``: ``ComputeResponseList`` agrees every cycle on the tensors ready
   with ``CrossRankBitwiseAnd`` when the response cache holds them, a small allreduce of its own over the same gloo
   context, ``gloo_controller.cc``; then the operation itself, ``ops/gloo_operations.cc``): a fixed cost a (the cycle
-  and the fusion copies) plus ν negotiations of a tiny ring allreduce, plus the gloo operation. ν is fitted per
-  operation (1 is the cached allreduce's mechanism; broadcast and allgather negotiate without the cache's fast path).
+  and the fusion copies), the loop's wait, and the gloo operation (:func:`horovod_wait_s`). For the allreduce and
+  the allgather the wait's delays are derived (:mod:`.loop`: an empty negotiation, then the operation's own, each
+  one long long relayed around the ring; 4, 10, 12 one-way delays at n = 2, 3, 4) and its host time is ν of a tiny
+  ring's transfers without delay, ν fitted. The broadcast's is ν tiny ring allreduces, delays and all, ν fitted:
+  its cells take 6 - 17 delays more than the loop and a root's send would, which we have not traced.
 
 B is the link's rate x the TCP goodput share (``eff``) with the host's CPU a byte (``byte_s``) added to the wire time
 of a byte; a transfer takes max(h, 2D + h0) besides its bytes (:func:`transfer_s`). ``eff`` is fitted; framing alone
@@ -70,6 +73,7 @@ from pathlib import Path
 
 from ..cluster.net import tbf_burst_bytes
 from ..layout import REPO_ROOT
+from . import loop
 
 CELLS = REPO_ROOT / "docs" / "results" / "collectives" / "cells.jsonl"
 MAX_SEGMENT = 1 << 20
@@ -123,7 +127,8 @@ MEANING = {
     "byte_s": "s of host CPU a byte adds to its wire time (gloo over TCP)",
     "byte_hvd_s": "s of host CPU a byte adds to Horovod's allreduce and allgather (its copies, its background thread)",
     "a_": "s an operation costs besides its transfers (Horovod's cycle and fusion copies; the call itself)",
-    "nu_": "Horovod negotiations (tiny ring allreduces) an operation waits for",
+    "nu_": "tiny ring allreduces of Horovod's negotiations an operation waits for (allreduce, allgather: their host "
+           "time without delay; their delays are derived, bench/predict/loop.py)",
 }
 
 
@@ -264,10 +269,22 @@ def horovod_constants(k: dict) -> dict:
 
 
 def negotiation_s(n: int, delay_s: float, k: dict) -> float:
-    """One Horovod negotiation: a tiny ring allreduce (CrossRankBitwiseAnd, horovod/common/controller.cc). How
-    many an operation waits for (ν) is fitted; docs/results/collectives/horovod-loop-sim.py derives what it stands
-    for (two negotiations an operation, each one segment relayed around the ring), not yet used here."""
+    """A tiny ring allreduce (the unit of Horovod's negotiation, CrossRankBitwiseAnd, horovod/common/controller.cc,
+    in :func:`horovod_wait_s`)."""
     return ring_allreduce_s(8, n, 0.0, delay_s, {**k, "byte_s": 0.0})
+
+
+LOOP_DERIVED = ("allreduce_hvd", "allgather")
+"""Horovod's operations whose loop's delays are derived (:mod:`.loop`); the broadcast's are fitted."""
+
+
+def horovod_wait_s(op: str, n: int, delay_s: float, k: dict) -> float:
+    """What Horovod's loop adds to a blocking ``op`` repeated back to back, besides the call's ``a_``: for
+    :data:`LOOP_DERIVED`, :func:`bench.predict.loop.loop_delays` one-way delays and ν (``nu_``) tiny rings' host time
+    without delay (:func:`negotiation_s`); for the broadcast, ν tiny rings at the delay."""
+    if op in LOOP_DERIVED:
+        return loop.loop_delays(n) * delay_s + k[f"nu_{op}"] * negotiation_s(n, 0.0, k)
+    return k[f"nu_{op}"] * negotiation_s(n, delay_s, k)
 
 
 def carried(op: str, nbytes: float, n: int, k: dict) -> float:
@@ -313,7 +330,7 @@ def op_seconds(op: str, nbytes: float, n: int, bps: float, delay_s: float, k: di
     the bucket refills."""
     bps = 0.0 if not math.isfinite(bps) else bps
     k = horovod_constants(k) if op in HOROVOD_COPY else k
-    rest = k[f"a_{op}"] + (k[f"nu_{op}"] * negotiation_s(n, delay_s, k) if op in HOROVOD_OPS else 0.0)
+    rest = k[f"a_{op}"] + (horovod_wait_s(op, n, delay_s, k) if op in HOROVOD_OPS else 0.0)
     data = _data_s(op, nbytes, n, bps, delay_s, k)
     if bps > 0 and n > 1:
         # the period of an operation repeated back to back is all of it, its cycle and negotiation too: the bucket
@@ -361,6 +378,14 @@ def load_cells(path: Path = CELLS) -> list[dict]:
     return out
 
 
+def unnamed_allgather(cell: dict) -> bool:
+    """A Horovod allgather measured before the benchmark named it (c05476d, 2026-11-30; the same change made it wait
+    by sleeping polls, so its cells are those without ``wait_sleep_us``). Unnamed, Horovod named each call anew and
+    negotiated it through rank 0, without its response cache: a path of other collectives (``RecvReadyTensors``,
+    ``SendFinalTensors``) that :func:`horovod_wait_s` does not describe. :func:`fit` leaves these cells out."""
+    return cell["op"] == "allgather" and "wait_sleep_us" not in cell
+
+
 def _names(ops) -> list[str]:
     split = list(HOROVOD_HOST.values()) if any(op in HOROVOD_COPY for op in ops) else []
     return [*SHARED, *split, *(f"a_{op}" for op in ops), *(f"nu_{op}" for op in ops if op in HOROVOD_OPS)]
@@ -370,14 +395,15 @@ def fit(cells: list[dict] | None = None, max_load: float | None = MAX_LOAD, loss
         f_scale: float = F_SCALE) -> dict:
     """The constants that minimise the ``loss`` (:data:`LOSS`, scale ``f_scale``) of the log error of :func:`seconds`
     over the micro-benchmark's cells (scipy.optimize.least_squares, bounded); ``{"constants": ..., "table":
-    per-operation errors, "source": ...}``. Cells recorded at a load average above ``max_load`` are left out
-    (:data:`MAX_LOAD`; their count is ``left_out``); the cells' congestion control (one for all, or none recorded) is
-    kept as the constant ``cc``."""
+    per-operation errors, "source": ...}``. Cells recorded at a load average above ``max_load``, and the allgather
+    cells measured unnamed (:func:`unnamed_allgather`), are left out (their count is ``left_out``); the cells'
+    congestion control (one for all, or none recorded) is kept as the constant ``cc``."""
     import numpy as np
     from scipy.optimize import least_squares
 
     cells = load_cells() if cells is None else cells
     every = len(cells)
+    cells = [c for c in cells if not unnamed_allgather(c)]
     if max_load is not None:
         cells = [c for c in cells if c.get("load", 0.0) <= max_load]
     ccs = {c.get("cc") for c in cells}

@@ -36,7 +36,7 @@ def test_a_small_allreduce_waits_four_delays_and_a_message_one(tmp_path):
     assert hvd["iters"] == max(1, min(50, round(0.3 / hvd["warmup_s"]))) >= 3, hvd
     # back to back, Horovod's loop starts an empty negotiation before the next operation is enqueued, so each waits
     # for two (one long long relayed around the ring, 3 delays each at n = 2) besides its ring's 4 delays: about 8,
-    # where one negotiation an operation would give 6 (docs/results/collectives/horovod-loop-sim.py)
+    # where one negotiation an operation would give 6 (bench/predict/loop.py)
     assert hvd["lead_ops"] == 1 and 7.5 * D <= hvd["median_s"] < 10 * D, hvd
     # Horovod's operations waited for as the emulated cluster's runs wait (pipelines/hardware/emu.yaml), gloo's not
     assert hvd["wait_sleep_us"] == cells["broadcast"]["wait_sleep_us"] == 250

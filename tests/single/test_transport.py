@@ -41,9 +41,10 @@ def test_a_delay_costs_each_operation_its_transfers_round_trips():
     for n in (2, 3, 4):
         added = transport.delay_added_s("allreduce_gloo", 4096, n, 12e6, D, K)
         assert added == pytest.approx(2 * (n - 1) * 2 * D + 2 * (n - 1) * (K["h0_s"] - K["h_s"]), rel=1e-9)
-    # Horovod: its negotiation (a tiny ring allreduce, nu of them) first
+    # Horovod: its loop's delays (an empty negotiation and its own, one long long relayed around the ring: 12 at
+    # n = 4, bench/predict/loop.py) before its ring
     assert transport.delay_added_s("allreduce_hvd", 4096, 4, 12e6, D, K) == pytest.approx(
-        2 * transport.delay_added_s("allreduce_gloo", 4096, 4, 12e6, D, K), rel=1e-9)
+        12 * D + transport.delay_added_s("allreduce_gloo", 4096, 4, 12e6, D, K), rel=1e-9)
     # a message whose receive was posted early: one delay
     assert transport.delay_added_s("sendrecv", 4096, 2, 12e6, D, K) == pytest.approx(D + K["h0_s"] - K["h_s"] / 2)
     # a large buffer on a slow link is bandwidth-bound: the delay adds only the first transfer's round trip a loop
@@ -51,11 +52,53 @@ def test_a_delay_costs_each_operation_its_transfers_round_trips():
     assert 2 * 2 * D - 1e-9 <= big + 2 * (K["h_s"] - K["h0_s"]) <= 2 * 2 * D + 1e-9
 
 
+def test_the_played_ring_takes_the_delays_of_the_closed_form_and_a_tiny_one_is_relayed():
+    from bench.predict import loop
+
+    lat = {**K, "h_s": 0.0, "h0_s": 0.0}
+    for n in (2, 3, 4, 5, 6):
+        for size in (4096, 1 << 20, 3 << 20):
+            played = max(loop.play([loop.ring_allreduce(r, n, size, 4, "x") for r in range(n)], [0.0] * n))
+            assert played == pytest.approx(transport.ring_allreduce_s(size, n, 0.0, 1.0, lat), rel=1e-12), (n, size)
+        # one long long: only segment 0 lies inside the buffer, relayed rank to rank, 2n - 1 delays
+        assert loop.alone(n, "negotiation") == 2 * n - 1
+        assert loop.alone(n, "allgather") == 2 * (n - 1)
+
+
+def test_horovods_loop_adds_the_same_delays_to_an_allreduce_and_an_allgather():
+    from bench.predict import loop
+
+    # an empty negotiation begun before the caller queues the next operation, then its own, overlapping the
+    # operation before: measured back to back at 25 ms (docs/results/collectives/) 8.2, 18.2, 24.2 delays for the
+    # allreduce of 4 KiB and 6.1, 14.2, 18.2 for the allgather at n = 2, 3, 4
+    for n, total in ((2, 8), (3, 18), (4, 24)):
+        assert loop.back_to_back(n, "allreduce") == pytest.approx(total)
+        assert loop.back_to_back(n, "allgather") - loop.alone(n, "allgather") == pytest.approx(loop.loop_delays(n))
+    # one negotiation an operation (the caller queueing first) would be 2 delays or more short
+    assert all(loop.back_to_back(n, "allreduce", poll=-1.0) <= loop.back_to_back(n, "allreduce") - 2
+               for n in (2, 3, 4))
+    assert loop.loop_delays(1) == 0.0 and loop.loop_delays(40) > loop.loop_delays(32) > loop.loop_delays(16)
+    with pytest.raises(RuntimeError, match="deadlock"):
+        loop.play([[("wait_recv", 1, "x")], [("wait_recv", 0, "x")]], [0.0, 0.0])
+
+
+def test_horovods_allreduce_and_allgather_fit_the_quiet_set_with_the_loops_delays_derived():
+    """The set measured back to back (docs/results/collectives/2026-11-30e-fc-v782/): Horovod's allreduce and
+    allgather, whose loop's delays are played (bench/predict/loop.py), not fitted, within the issue's 0.05."""
+    cells = transport.load_cells(REPO / "docs/results/collectives/2026-11-30e-fc-v782/cells.jsonl")
+    assert all(c.get("lead_ops") == 1 for c in cells if c["op"] in transport.HOROVOD_OPS)
+    fit = transport.fit(cells)
+    assert fit["cells"] == 540 and fit["left_out"] == 0
+    table = {(r["op"], r["delay"]): r["median_abs_error"] for r in fit["table"]}
+    assert table["allreduce_hvd", "all"] <= 0.05 and table["allgather", "all"] <= 0.05
+    assert table["allreduce_hvd", "25ms"] <= 0.05 and table["allgather", "25ms"] <= 0.05
+
+
 def test_the_fit_recovers_known_constants():
     truth = {**K, "eff": 0.93, "h_s": 0.0015, "h0_s": 0.0003, "a_allreduce_hvd": 0.002, "nu_allreduce_hvd": 1.5,
              "nu_broadcast": 2.5, "nu_allgather": 3.0, "w_allgather": 1.4}
     truth.pop("burst")
-    cells = [{"op": op, "bytes": size, "np": n, "rate_bps": rate, "delay_s": d,
+    cells = [{"op": op, "bytes": size, "np": n, "rate_bps": rate, "delay_s": d, "wait_sleep_us": 250,
               "median_s": transport.seconds(op, size, n, rate, d, truth)}
              for op in transport.OPS for size in (4096, 1 << 20, 16 << 20) for n in (2, 3, 4)
              for rate in (1e8, 1e9) for d in (0.0, 0.001, 0.005, 0.025)]
@@ -236,7 +279,7 @@ def test_the_fit_records_the_cells_congestion_control_and_leaves_out_loaded_cell
             t = transport.seconds(op, size, n, rate, d, truth)
             loaded = i % 4 == 1  # a quarter of the cells measured under load, three times slower
             cells.append({"op": op, "bytes": size, "np": n, "rate_bps": rate, "delay_s": d, "cc": "bbr",
-                          "load": 8.0 if loaded else 1.0, "median_s": 3 * t if loaded else t})
+                          "load": 8.0 if loaded else 1.0, "median_s": 3 * t if loaded else t, "wait_sleep_us": 250})
     fit = transport.fit(cells, max_load=4.0, loss="linear")
     assert fit["constants"]["cc"] == "bbr"
     assert fit["left_out"] == sum(c["load"] > 4.0 for c in cells) > 0 and fit["cells"] == len(cells) - fit["left_out"]
@@ -252,14 +295,13 @@ def test_the_fit_records_the_cells_congestion_control_and_leaves_out_loaded_cell
 
 def test_the_refit_reaches_the_issue_target_for_gloo_alone():
     """The micro-benchmark's own cells (docs/results/collectives/cells.jsonl), fitted as published: gloo's allreduce
-    and send/recv within the issue's median |error| <= 0.05; every operation better than the fit without the link's
-    terms (README: 0.106, 0.070, 0.079, 0.150, 0.118)."""
+    and send/recv within the issue's median |error| <= 0.05; every operation fitted better than without the link's
+    terms (README: 0.106, 0.070, 0.079, 0.118); the allgather, measured unnamed there, left out."""
     fit = transport.fit()
-    assert fit["constants"]["cc"] == "bbr" and fit["cells"] == 540 and fit["left_out"] == 0
+    assert fit["constants"]["cc"] == "bbr" and fit["cells"] == 432 and fit["left_out"] == 108
     table = {(r["op"], r["delay"]): r["median_abs_error"] for r in fit["table"]}
     assert table["allreduce_gloo", "all"] <= 0.05 and table["sendrecv", "all"] <= 0.05
-    before = {"allreduce_hvd": 0.106, "allreduce_gloo": 0.070, "broadcast": 0.079, "allgather": 0.150,
-              "sendrecv": 0.118}
-    assert all(table[op, "all"] < err for op, err in before.items())
+    before = {"allreduce_hvd": 0.106, "allreduce_gloo": 0.070, "broadcast": 0.079, "sendrecv": 0.118}
+    assert all(table[op, "all"] < err for op, err in before.items()) and ("allgather", "all") not in table
     # framing alone predicts the goodput share 0.956; the fit's, with the hosts' CPU a byte beside it, is near it
     assert abs(fit["constants"]["eff"] - transport.WIRE_EFF) < 0.02

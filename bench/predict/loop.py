@@ -1,0 +1,156 @@
+"""How many one-way delays Horovod's background loop adds to a blocking operation repeated back to back, played from
+the mechanisms of gloo and Horovod (the sources were read, not copied) as a dataflow of posts and waits, one program
+a rank, latency only (no bytes, no host time).
+
+- **gloo's TCP pair** (``gloo/transport/tcp/pair.cc``): a posted receive sends its notice to the sender at once; a
+  send leaves when it is posted and the receiver's notice has arrived, one delay D after the notice left; it arrives
+  D later. ``waitSend`` returns when the send left, ``waitRecv`` when the data arrived.
+- **gloo's ring allreduce** (``gloo/allreduce.cc``): segments of ceil(M / 2n) bytes rounded up to the element size,
+  numSegments = roundUp(max(ceil(M / segment), 2n), n); a reduce-scatter and an allgather loop over numSegments
+  iterations, each posting a receive from the right and a send to the left (iterations < numSegments - 2) and
+  waiting for those of two iterations before. A segment whose offset lies past the buffer is neither sent nor
+  waited for.
+- **Horovod's negotiation** (``CrossRankBitwiseAnd``, ``horovod/common/gloo/gloo_controller.cc``, called by
+  ``CacheCoordinator::sync`` in ``horovod/common/response_cache.cc``): a ring allreduce of the cache's bit vector, one
+  long long while fewer than 61 tensors are cached. Only its segment 0 exists, so it is relayed rank to rank:
+  2n - 1 delays, where a ring of full segments takes 4, 8, 12 at n = 2, 3, 4.
+- **gloo's allgatherv** (``gloo/allgatherv.cc``): n - 1 steps, each posting its send to the right, then its
+  receive from the left, then waiting for both.
+- **Horovod's loop** (``RunLoopOnce`` in ``horovod/common/operations.cc``, ``ComputeResponseList`` in
+  ``controller.cc``): a cycle pops the rank's queue, negotiates, and performs an operation only if every rank had it
+  queued when its cycle began. After an operation the loop begins its next cycle at once (its cycle time, 1 ms, is
+  long past at a delay of milliseconds), before the caller, which polls every 250 us, has queued the next operation:
+  that cycle's negotiation finds it missing, and the operation waits for the one after (our reading of those
+  sources).
+
+:func:`loop_delays` is what the micro-benchmark's Horovod allreduce and allgather pay besides their own transfers:
+4, 10, 12 delays at n = 2, 3, 4 (both operations alike). Measured back to back at 25 ms (docs/results/collectives/):
+the allreduce of 4 KiB took 8.2, 18.2, 24.2 delays (the dataflow: 8, 18, 24), the allgather 6.1, 14.2, 18.2 (6, 14,
+18). ``python -m bench.predict.loop`` prints the table.
+"""
+
+from __future__ import annotations
+
+import functools
+
+EXACT_UP_TO = 32
+"""Largest n played in full (about a second at 32); past it :func:`loop_delays` goes on linearly from n = 16 and 32
+(3n - 2 from n = 6 to 32)."""
+
+
+def ring_allreduce(rank: int, n: int, nbytes: int, element: int, tag) -> list[tuple]:
+    """One rank's posts and waits in gloo's ring allreduce of ``nbytes`` bytes of ``element``-byte elements."""
+    seg = -(-min(-(-nbytes // (2 * n)), 1 << 20) // element) * element
+    count = -(-max(-(-nbytes // seg), 2 * n) // n) * n
+    per_rank, right, left = count // n, (rank + 1) % n, (rank - 1) % n
+
+    def lengths(phase: str, i: int) -> tuple[int, int]:  # bytes sent and received at iteration i (<= 0: none)
+        base = (rank + 1, rank + 2) if phase == "scatter" else (rank, rank + 1)
+        return tuple(min(seg, nbytes - ((b * per_rank + i) * seg) % (count * seg)) for b in base)
+
+    prog = []
+    for phase in ("scatter", "gather"):
+        for i in range(count):
+            if i >= 2:
+                sent, got = lengths(phase, i - 2)
+                prog += [("wait_recv", right, (tag, phase, i - 2))] * (got > 0)
+                prog += [("wait_send", left, (tag, phase, i - 2))] * (sent > 0)
+            if i < count - 2:
+                sent, got = lengths(phase, i)
+                prog += [("recv", right, (tag, phase, i))] * (got > 0)
+                prog += [("send", left, (tag, phase, i))] * (sent > 0)
+    return prog
+
+
+def allgatherv(rank: int, n: int, tag) -> list[tuple]:
+    """One rank's posts and waits in gloo's ring allgatherv."""
+    right, left = (rank + 1) % n, (rank - 1) % n
+    return [act for i in range(n - 1) for act in (("send", right, (tag, i)), ("recv", left, (tag, i)),
+                                                  ("wait_recv", left, (tag, i)), ("wait_send", right, (tag, i)))]
+
+
+def play(programs: list[list[tuple]], start: list[float]) -> list[float]:
+    """Each rank's time (in one-way delays) at the end of its program, from its start time: a dataflow, so the
+    order in which ranks are advanced does not matter."""
+    t, pc, sent, posted = list(start), [0] * len(programs), {}, {}
+    moved = True
+    while moved:
+        moved = False
+        for r, prog in enumerate(programs):
+            while pc[r] < len(prog):
+                act, peer, key = prog[pc[r]]
+                if act == "recv":
+                    posted[(peer, r, key)] = t[r]
+                elif act == "send":
+                    sent[(r, peer, key)] = t[r]
+                else:
+                    pair = (peer, r, key) if act == "wait_recv" else (r, peer, key)
+                    if pair not in sent or pair not in posted:
+                        break
+                    leaves = max(sent[pair], posted[pair] + 1.0)
+                    t[r] = max(t[r], leaves + 1.0 if act == "wait_recv" else leaves)
+                pc[r] += 1
+                moved = True
+    if any(p < len(prog) for p, prog in zip(pc, programs)):
+        raise RuntimeError("the programs wait for one another (a deadlock)")
+    return t
+
+
+def negotiation(n: int, tag) -> list[list[tuple]]:
+    return [ring_allreduce(r, n, 8, 8, tag) for r in range(n)]
+
+
+def operation(rank: int, n: int, op: str, tag) -> list[tuple]:
+    if op == "allreduce":
+        return ring_allreduce(rank, n, 4096, 4, tag)
+    return allgatherv(rank, n, tag)
+
+
+def back_to_back(n: int, op: str, ops: int = 16, poll: float = 0.01, cycle: float = 0.04) -> float:
+    """Delays one blocking Horovod ``op`` ("allreduce" of 4 KiB or "allgather") takes, back to back, through the
+    loop (module docstring); ``poll`` and ``cycle``: the caller's poll and the loop's cycle time, in delays."""
+    t, queued, last, done, ends, cycles = [0.0] * n, [0.0] * n, [-1e9] * n, 0, [], 0
+    while done < ops:
+        last = begin = [max(t[r], last[r] + cycle) for r in range(n)]
+        ready = all(queued[r] <= begin[r] for r in range(n))
+        t = play(negotiation(n, ("neg", cycles)), begin)
+        cycles += 1
+        if ready:
+            t = play([operation(r, n, op, ("op", done)) for r in range(n)], t)
+            queued = [x + poll for x in t]
+            done += 1
+            ends.append(max(t))
+    settled = ops // 2
+    return (ends[-1] - ends[settled - 1]) / (ops - settled)
+
+
+def alone(n: int, op: str) -> float:
+    """Delays ``op`` takes by itself, every rank starting together."""
+    progs = negotiation(n, "x") if op == "negotiation" else [operation(r, n, op, "x") for r in range(n)]
+    return max(play(progs, [0.0] * n))
+
+
+@functools.lru_cache(maxsize=None)
+def loop_delays(n: int) -> float:
+    """One-way delays Horovod's loop adds to a blocking allreduce (or allgather) repeated back to back over ``n``
+    ranks, besides its own transfers: :func:`back_to_back` less :func:`alone` (0 for one rank)."""
+    if n <= 1:
+        return 0.0
+    if n > EXACT_UP_TO:
+        lo, hi = loop_delays(EXACT_UP_TO // 2), loop_delays(EXACT_UP_TO)
+        return hi + (hi - lo) / (EXACT_UP_TO - EXACT_UP_TO // 2) * (n - EXACT_UP_TO)
+    return back_to_back(n, "allreduce") - alone(n, "allreduce")
+
+
+def main() -> None:
+    print("| n | negotiation alone | allreduce 4 KiB alone | allgather alone | back to back: allreduce | allgather "
+          "| the loop's delays |")
+    print("|---|---|---|---|---|---|---|")
+    for n in (2, 3, 4, 5, 6, 8, 16):
+        cells = [alone(n, "negotiation"), alone(n, "allreduce"), alone(n, "allgather"),
+                 back_to_back(n, "allreduce"), back_to_back(n, "allgather"), loop_delays(n)]
+        print(f"| {n} | " + " | ".join(f"{c:g}" for c in cells) + " |")
+
+
+if __name__ == "__main__":
+    main()
