@@ -142,7 +142,11 @@ def loop_delays(n: int) -> float:
     return back_to_back(n, "allreduce") - alone(n, "allreduce")
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
+    from .. import OneLineParser
+
+    OneLineParser(prog="python -m bench.predict.loop", description="The one-way delays Horovod's loop adds, played "
+                  "from gloo's and Horovod's sources (a table; no arguments).").parse_args(argv)
     print("| n | negotiation alone | allreduce 4 KiB alone | allgather alone | back to back: allreduce | allgather "
           "| the loop's delays |")
     print("|---|---|---|---|---|---|---|")
@@ -150,7 +154,12 @@ def main() -> None:
         cells = [alone(n, "negotiation"), alone(n, "allreduce"), alone(n, "allgather"),
                  back_to_back(n, "allreduce"), back_to_back(n, "allgather"), loop_delays(n)]
         print(f"| {n} | " + " | ".join(f"{c:g}" for c in cells) + " |")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+
+    from .. import run_command
+
+    sys.exit(run_command(main))

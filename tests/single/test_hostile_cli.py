@@ -182,6 +182,8 @@ CASES = [
     ("perf/collectives jsonl inside a file", lambda t: (["bench.perf", "collectives", "--jsonl", str(a_file(t) / "x")],
                                                        REPO), "is a file, not a folder"),
     ("perf/unknown benchmark", perf("nosuch"), "unknown benchmark 'nosuch'"),
+    ("predict/loop takes no argument", lambda t: (["bench.predict.loop", "--np", "5"], REPO),
+     "unrecognized arguments: --np 5"),
     # probe and advise (issue 46): refused before a cluster is touched or a forecast runs
     ("probe/unknown hardware", cmd("probe", "--hardware", "nosuch"), "unknown hardware 'nosuch'; valid: "),
     ("probe/np 1", cmd("probe", "--hardware", "emu", "--np", "1"), "--np must be in [2, 64]"),
