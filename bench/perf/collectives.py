@@ -133,7 +133,6 @@ def time_op(comm, p2p, op: str, buf, recv, iters: int, lead: int = LEAD_OPS) -> 
 
     rank = comm.rank
     dist.barrier()  # comm: start every rank's operations together
-    t0 = time.perf_counter()
     for i in range(lead + iters):
         if i == lead:  # the timer starts once the operations run back to back (LEAD_OPS)
             t0 = time.perf_counter()

@@ -33,15 +33,29 @@ from __future__ import annotations
 
 import functools
 
+MAX_SEGMENT = 1 << 20
+"""gloo's AllreduceOptions::kMaxSegmentSize (gloo/allreduce.h)."""
 EXACT_UP_TO = 32
 """Largest n played in full (about a second at 32); past it :func:`loop_delays` goes on linearly from n = 16 and 32
 (3n - 2 from n = 6 to 32)."""
 
 
+def _round_up(x: int, m: int) -> int:
+    return -(-x // m) * m
+
+
+def segments(nbytes: float, n: int, element: int = 4) -> tuple[int, int]:
+    """(segment bytes, numSegments) of gloo's ring allreduce of ``nbytes`` over ``n`` ranks (gloo/allreduce.cc):
+    segments of ceil(M / 2n) bytes rounded up to the ``element`` size, at most :data:`MAX_SEGMENT`, a whole number
+    of them a rank, at least two."""
+    nbytes = max(element, int(nbytes))
+    s = _round_up(min(-(-nbytes // (2 * n)), MAX_SEGMENT), element)
+    return s, _round_up(max(-(-nbytes // s), 2 * n), n)
+
+
 def ring_allreduce(rank: int, n: int, nbytes: int, element: int, tag) -> list[tuple]:
     """One rank's posts and waits in gloo's ring allreduce of ``nbytes`` bytes of ``element``-byte elements."""
-    seg = -(-min(-(-nbytes // (2 * n)), 1 << 20) // element) * element
-    count = -(-max(-(-nbytes // seg), 2 * n) // n) * n
+    seg, count = segments(nbytes, n, element)
     per_rank, right, left = count // n, (rank + 1) % n, (rank - 1) % n
 
     def lengths(phase: str, i: int) -> tuple[int, int]:  # bytes sent and received at iteration i (<= 0: none)

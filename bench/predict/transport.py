@@ -74,10 +74,9 @@ from pathlib import Path
 from ..cluster.net import tbf_burst_bytes
 from ..layout import REPO_ROOT
 from . import loop
+from .loop import segments
 
 CELLS = REPO_ROOT / "docs" / "results" / "collectives" / "cells.jsonl"
-MAX_SEGMENT = 1 << 20
-"""gloo's AllreduceOptions::kMaxSegmentSize (gloo/allreduce.h)."""
 MTU = 1500
 """Bytes an IP packet on the emulated links may have: the veth default (``bench/cluster/net.py`` sets no MTU)."""
 MSS = MTU - 20 - 20 - 12
@@ -130,17 +129,6 @@ MEANING = {
     "nu_": "tiny ring allreduces of Horovod's negotiations an operation waits for (allreduce, allgather: their host "
            "time without delay; their delays are derived, bench/predict/loop.py)",
 }
-
-
-def _round_up(x: int, m: int) -> int:
-    return -(-x // m) * m
-
-
-def segments(nbytes: float, n: int) -> tuple[int, int]:
-    """(segment bytes, numSegments) of gloo's ring allreduce of ``nbytes`` over ``n`` ranks (gloo/allreduce.cc)."""
-    nbytes = max(4, int(nbytes))
-    s = _round_up(min(-(-nbytes // (2 * n)), MAX_SEGMENT), 4)
-    return s, _round_up(max(-(-nbytes // s), 2 * n), n)
 
 
 def ring_loop_s(transfers: int, first_s: float, wire_s: float) -> float:
