@@ -15,7 +15,8 @@ One horovodrun job of ``--np`` ranks, on this machine as it is or (``--emulated 
 a small tensor; the other ranks start theirs at once and wait for it as the suite's collectives do (``Comm.synchronize``
 with ``wait_sleep_us``), each recording its training thread's CPU over the wait (``time.thread_time``) and the polls
 the wait made (a counter around ``Comm.poll``). The rounds go through the waits in an interleaved order, ``--repeats``
-times. Printed per W: the median wall of the wait, its polls and its CPU; then the least-squares line CPU = a +
+times. Printed per W: the median wall of the wait, its polls, the median time between two of its polls (a
+sleep with its overshoot: a loaded machine oversleeps, and the wait polls less) and its CPU; then the least-squares line CPU = a +
 wake_s x polls over every round (wake_s: CPU a wake-up costs; a: what a wait costs besides, its start and its end).
 """
 
@@ -46,10 +47,12 @@ def _inner(waits_ms: list[float], repeats: int, wait_sleep_us: float) -> int:
 
     comm = Comm(wait_sleep_us=wait_sleep_us)
     polls = [0]
+    times: list[float] = []
     plain_poll = comm.poll
 
     def counted(handle) -> bool:
         polls[0] += 1
+        times.append(time.perf_counter())
         return plain_poll(handle)
 
     comm.poll = counted
@@ -63,11 +66,14 @@ def _inner(waits_ms: list[float], repeats: int, wait_sleep_us: float) -> int:
             comm.allreduce_(buf, name="perf.wakeup")  # comm: the late rank's allreduce, which the others wait for
             continue
         polls[0] = 0
+        times.clear()
         wall0, cpu0 = time.perf_counter(), time.thread_time()
         comm.allreduce_(buf, name="perf.wakeup")  # comm: start the allreduce and wait for it by sleeping polls
         cpu, wall = time.thread_time() - cpu0, time.perf_counter() - wall0
         if i >= 3:
-            records.append({"wait_ms": w, "wall_s": wall, "cpu_s": cpu, "polls": polls[0], "rank": comm.rank})
+            gaps = [b - a for a, b in zip(times, times[1:])]
+            records.append({"wait_ms": w, "wall_s": wall, "cpu_s": cpu, "polls": polls[0], "rank": comm.rank,
+                            "poll_gap_s": statistics.median(gaps) if gaps else None})
     for rec in records:
         emit(rec)
     comm.shutdown()
@@ -94,8 +100,16 @@ def summary(records: list[dict], waits_ms: list[float]) -> list[dict]:
         rs = [r for r in records if r["wait_ms"] == w]
         rows.append({"wait_ms": w, "rounds": len(rs), "wall_ms": 1e3 * statistics.median(r["wall_s"] for r in rs),
                      "polls": statistics.median(r["polls"] for r in rs),
-                     "cpu_ms": 1e3 * statistics.median(r["cpu_s"] for r in rs)})
+                     "cpu_ms": 1e3 * statistics.median(r["cpu_s"] for r in rs),
+                     "poll_gap_us": _median_gap_us(rs)})
     return rows
+
+
+def _median_gap_us(records: list[dict]) -> float | None:
+    """Median over rounds of each round's median time between two polls (what a sleep took, its overshoot
+    included: on a loaded machine a 250 us sleep takes longer, and the wait makes fewer polls)."""
+    gaps = [r["poll_gap_s"] for r in records if r.get("poll_gap_s") is not None]
+    return 1e6 * statistics.median(gaps) if gaps else None
 
 
 def _waits(text: str) -> list[float]:
@@ -163,8 +177,9 @@ def main(argv: list[str] | None = None) -> int:
     rows = summary(records, waits)
     result = fit(records)
     print("\n".join(table([("wait ms", ">8s"), ("rounds", ">7d"), ("wall ms", ">9.2f"), ("polls", ">7.0f"),
-                           ("CPU ms", ">8.3f"), ("CPU/poll us", ">12s")],
-                          [[f"{r['wait_ms']:g}", r["rounds"], r["wall_ms"], r["polls"], r["cpu_ms"],
+                           ("poll gap us", ">12s"), ("CPU ms", ">8.3f"), ("CPU/poll us", ">12s")],
+                          [[f"{r['wait_ms']:g}", r["rounds"], r["wall_ms"], r["polls"],
+                            f"{r['poll_gap_us']:.0f}" if r["poll_gap_us"] is not None else "-", r["cpu_ms"],
                             f"{1e3 * r['cpu_ms'] / r['polls']:.1f}" if r["polls"] else "-"] for r in rows])))
     print(f"\nCPU = a + wake_s x polls over {result['rounds']} rounds: wake_s = {1e6 * result['wake_s']:.1f} us a "
           f"wake-up, a = {1e6 * result['a_s']:.0f} us a wait (median |residual| "
