@@ -13,7 +13,7 @@ makes the model reproduce its source exactly):
    ``docs/results/predict/microbench/wakeup.json`` (``python -m bench.perf wakeup``): the host CPU a wake-up of a
    rank's sleeping wait for a collective costs (``wake_s``).
 3. :data:`CALIBRATION_CELLS`, seven cells of two published studies, one constant each (two for the last pair but one).
-4. ``docs/results/collectives/cells.jsonl`` (``python -m bench.perf collectives``): the transport's constants
+4. :data:`.transport.CELLS` (``python -m bench.perf collectives``, measured back to back): the transport's constants
    (:mod:`.transport`: what a link's one-way delay costs each operation), fitted on the micro-benchmark alone, kept
    under ``transport`` with their per-operation fit table under ``transport_fit``.
 5. ``docs/results/predict/machines/*.json`` (:mod:`.machines`): the compute and transport constants of the other

@@ -16,17 +16,33 @@ a rank, latency only (no bytes, no host time).
   2n - 1 delays, where a ring of full segments takes 4, 8, 12 at n = 2, 3, 4.
 - **gloo's allgatherv** (``gloo/allgatherv.cc``): n - 1 steps, each posting its send to the right, then its
   receive from the left, then waiting for both.
+- **gloo's gather** (``gloo/gather.cc``): the root posts a receive from every rank and waits for them; every other
+  rank sends to it. **gloo's broadcast** (``gloo/broadcast.cc``): a binomial tree from the root, a rank receiving
+  from its parent before it sends to its children.
 - **Horovod's loop** (``RunLoopOnce`` in ``horovod/common/operations.cc``, ``ComputeResponseList`` in
   ``controller.cc``): a cycle pops the rank's queue, negotiates, and performs an operation only if every rank had it
   queued when its cycle began. After an operation the loop begins its next cycle at once (its cycle time, 1 ms, is
   long past at a delay of milliseconds), before the caller, which polls every 250 us, has queued the next operation:
   that cycle's negotiation finds it missing, and the operation waits for the one after (our reading of those
   sources).
+- **An operation the response cache does not hold** (the broadcast: ``ComputeResponseList`` caches only allreduce,
+  allgather, adasum and alltoall responses): in a cycle that begins with one queued on some rank, the negotiation
+  says so to every rank, and the requests go to rank 0 and its responses come back (``gloo_controller.cc``:
+  ``SendReadyTensors`` / ``RecvReadyTensors``, a gather of the lengths and a gatherv of the lists;
+  ``SendFinalTensors`` / ``RecvFinalTensors``, a broadcast of the length and one of the list). Rank 0 counts a
+  request in its table across cycles (``IncrementTensorCount``); the operation runs in the cycle whose coordination
+  finds it counted on every rank.
+- **The race** (:func:`race_delays`): a rank whose caller queues the next operation before its loop begins the next
+  cycle (the loop's thread was late: the hosts' cores are shared) sends that request one cycle early. A cached
+  operation is unaffected (it waits for the cycle that finds it on every rank); an uncached one is counted in two
+  coordinated cycles where one would do.
 
-:func:`loop_delays` is what the micro-benchmark's Horovod allreduce and allgather pay besides their own transfers:
-4, 10, 12 delays at n = 2, 3, 4 (both operations alike). Measured back to back at 25 ms (docs/results/collectives/):
-the allreduce of 4 KiB took 8.2, 18.2, 24.2 delays (the dataflow: 8, 18, 24), the allgather 6.1, 14.2, 18.2 (6, 14,
-18). ``python -m bench.predict.loop`` prints the table.
+:func:`loop_delays` is what the micro-benchmark's Horovod operations pay besides their own transfers: 4, 10, 12
+delays at n = 2, 3, 4 for the allreduce and the allgather alike, 10, 16, 19 for the broadcast (and the race
+6, 6, 7 more). Measured back to back at 25 ms (docs/results/collectives/): the allreduce of 4 KiB took 8.2, 18.2,
+24.2 delays (the dataflow: 8, 18, 24), the allgather 6.1, 14.2, 18.2 (6, 14, 18), the broadcast's single operations
+12.2 or 18.3, 18.2 or 24.3, 21.4 or 28.5 (12, 18, 21; with the race 18, 24, 28). ``python -m bench.predict.loop``
+prints the table.
 """
 
 from __future__ import annotations
@@ -83,6 +99,41 @@ def allgatherv(rank: int, n: int, tag) -> list[tuple]:
                                                   ("wait_recv", left, (tag, i)), ("wait_send", right, (tag, i)))]
 
 
+def gather(rank: int, n: int, tag, root: int = 0) -> list[tuple]:
+    """One rank's posts and waits in gloo's gather (and gatherv) to ``root``."""
+    if rank != root:
+        return [("send", root, tag), ("wait_send", root, tag)]
+    peers = [r for r in range(n) if r != root]
+    return [("recv", r, tag) for r in peers] + [("wait_recv", r, tag) for r in peers]
+
+
+def broadcast(rank: int, n: int, tag, root: int = 0) -> list[tuple]:
+    """One rank's posts and waits in gloo's broadcast from ``root``: a binomial tree over the ranks renumbered from
+    the root, in rounds i = 0, 1, ... of which a rank takes part once its bits above i are clear (the peer differs in
+    bit i); a rank receives from its parent and waits for it before it sends to its children, and waits for its
+    sends at the end."""
+    vrank, dim = (rank - root) % n, max(1, (n - 1).bit_length())
+    prog, sends = [], []
+    for i in range(dim):
+        vpeer = vrank ^ (1 << i)
+        if vrank >> (i + 1) or vpeer >= n:
+            continue
+        peer = (vpeer + root) % n
+        if vrank & (1 << i):
+            prog += [("recv", peer, tag), ("wait_recv", peer, tag)]
+        else:
+            prog.append(("send", peer, tag))
+            sends.append(("wait_send", peer, tag))
+    return prog + sends
+
+
+def coordination(n: int, tag) -> list[list[tuple]]:
+    """The ranks' programs in a cycle that negotiates through rank 0 (module docstring): a gather of the request
+    lists' lengths, a gatherv of the lists, a broadcast of the response list's length, one of the list."""
+    return [gather(r, n, (tag, "len")) + gather(r, n, (tag, "req")) + broadcast(r, n, (tag, "rlen"))
+            + broadcast(r, n, (tag, "resp")) for r in range(n)]
+
+
 def play(programs: list[list[tuple]], start: list[float]) -> list[float]:
     """Each rank's time (in one-way delays) at the end of its program, from its start time: a dataflow, so the
     order in which ranks are advanced does not matter."""
@@ -114,28 +165,55 @@ def negotiation(n: int, tag) -> list[list[tuple]]:
     return [ring_allreduce(r, n, 8, 8, tag) for r in range(n)]
 
 
+UNCACHED = ("broadcast",)
+"""Operations whose responses Horovod's cache does not hold (module docstring)."""
+
+
 def operation(rank: int, n: int, op: str, tag) -> list[tuple]:
     if op == "allreduce":
         return ring_allreduce(rank, n, 4096, 4, tag)
-    return allgatherv(rank, n, tag)
+    return broadcast(rank, n, tag) if op == "broadcast" else allgatherv(rank, n, tag)
+
+
+def _ends(n: int, op: str, ops: int, poll: float, cycle: float, early: tuple[int, ...] = ()) -> list[float]:
+    """When each of ``ops`` blocking operations ``op`` repeated back to back ends (its last rank), through the loop;
+    ``early``: ranks whose caller queues the operation after the first before their loop's next cycle begins."""
+    t, queued, last, counted, ends, cycles = [0.0] * n, [0.0] * n, [-1e9] * n, [False] * n, [], 0
+    while len(ends) < ops:
+        last = begin = [max(t[r], last[r] + cycle) for r in range(n)]
+        new = [queued[r] <= begin[r] and not counted[r] for r in range(n)]
+        t = play(negotiation(n, ("neg", cycles)), begin)
+        if op in UNCACHED:
+            if any(new):  # the negotiation told every rank that one has a request the cache does not hold
+                t = play(coordination(n, ("coord", cycles)), t)
+            counted = [c or w for c, w in zip(counted, new)]
+            ready = all(counted)
+        else:  # a cached operation: only if every rank had it queued when its cycle began
+            ready = all(new)
+        cycles += 1
+        if ready:
+            t = play([operation(r, n, op, ("op", len(ends))) for r in range(n)], t)
+            queued = [x + poll for x in t]
+            if len(ends) == 0:
+                queued = [x - 2 * poll if r in early else x for r, x in enumerate(queued)]
+            counted = [False] * n
+            ends.append(max(t))
+    return ends
 
 
 def back_to_back(n: int, op: str, ops: int = 16, poll: float = 0.01, cycle: float = 0.04) -> float:
-    """Delays one blocking Horovod ``op`` ("allreduce" of 4 KiB or "allgather") takes, back to back, through the
-    loop (module docstring); ``poll`` and ``cycle``: the caller's poll and the loop's cycle time, in delays."""
-    t, queued, last, done, ends, cycles = [0.0] * n, [0.0] * n, [-1e9] * n, 0, [], 0
-    while done < ops:
-        last = begin = [max(t[r], last[r] + cycle) for r in range(n)]
-        ready = all(queued[r] <= begin[r] for r in range(n))
-        t = play(negotiation(n, ("neg", cycles)), begin)
-        cycles += 1
-        if ready:
-            t = play([operation(r, n, op, ("op", done)) for r in range(n)], t)
-            queued = [x + poll for x in t]
-            done += 1
-            ends.append(max(t))
-    settled = ops // 2
+    """Delays one blocking Horovod ``op`` ("allreduce" of 4 KiB, "allgather" or "broadcast") takes, back to back,
+    through the loop (module docstring); ``poll`` and ``cycle``: the caller's poll and the loop's cycle time, in
+    delays."""
+    ends, settled = _ends(n, op, ops, poll, cycle), ops // 2
     return (ends[-1] - ends[settled - 1]) / (ops - settled)
+
+
+def race_delays(n: int, op: str = "broadcast", poll: float = 0.01, cycle: float = 0.04) -> float:
+    """Delays the race (module docstring) adds to one operation: rank 0's caller queues the second operation before
+    its loop's next cycle begins (any ranks but all alike; all of them would save a cycle instead)."""
+    ops = 8
+    return _ends(n, op, ops, poll, cycle, early=(0,))[-1] - _ends(n, op, ops, poll, cycle)[-1]
 
 
 def alone(n: int, op: str) -> float:
@@ -144,16 +222,36 @@ def alone(n: int, op: str) -> float:
     return max(play(progs, [0.0] * n))
 
 
+FIRST_HOP = 2.0
+"""Delays the transport charges an operation's first transfer (:func:`bench.predict.transport.transfer_s`: the
+receiver's notice, then the data)."""
+
+
 @functools.lru_cache(maxsize=None)
-def loop_delays(n: int) -> float:
-    """One-way delays Horovod's loop adds to a blocking allreduce (or allgather) repeated back to back over ``n``
-    ranks, besides its own transfers: :func:`back_to_back` less :func:`alone` (0 for one rank)."""
+def loop_delays(n: int, op: str = "allreduce") -> float:
+    """One-way delays Horovod's loop adds to a blocking ``op`` repeated back to back over ``n`` ranks, besides its
+    own transfers (0 for one rank): :func:`back_to_back` less :func:`alone` for the allreduce (the allgather's are
+    the same); for the broadcast, less :data:`FIRST_HOP` (the transport charges the tree's first hop, its later ones
+    are here) and without the race (:func:`race_delays`)."""
     if n <= 1:
         return 0.0
     if n > EXACT_UP_TO:
-        lo, hi = loop_delays(EXACT_UP_TO // 2), loop_delays(EXACT_UP_TO)
+        lo, hi = loop_delays(EXACT_UP_TO // 2, op), loop_delays(EXACT_UP_TO, op)
         return hi + (hi - lo) / (EXACT_UP_TO - EXACT_UP_TO // 2) * (n - EXACT_UP_TO)
+    if op == "broadcast":
+        return back_to_back(n, op) - FIRST_HOP
     return back_to_back(n, "allreduce") - alone(n, "allreduce")
+
+
+@functools.lru_cache(maxsize=None)
+def race_loop_delays(n: int) -> float:
+    """:func:`race_delays` of the broadcast, linear past :data:`EXACT_UP_TO` as :func:`loop_delays`."""
+    if n <= 1:
+        return 0.0
+    if n > EXACT_UP_TO:
+        lo, hi = race_loop_delays(EXACT_UP_TO // 2), race_loop_delays(EXACT_UP_TO)
+        return hi + (hi - lo) / (EXACT_UP_TO - EXACT_UP_TO // 2) * (n - EXACT_UP_TO)
+    return race_delays(n)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -161,12 +259,13 @@ def main(argv: list[str] | None = None) -> int:
 
     OneLineParser(prog="python -m bench.predict.loop", description="The one-way delays Horovod's loop adds, played "
                   "from gloo's and Horovod's sources (a table; no arguments).").parse_args(argv)
-    print("| n | negotiation alone | allreduce 4 KiB alone | allgather alone | back to back: allreduce | allgather "
-          "| the loop's delays |")
-    print("|---|---|---|---|---|---|---|")
+    print("| n | negotiation alone | allreduce 4 KiB alone | allgather alone | broadcast alone | back to back: "
+          "allreduce | allgather | broadcast | the loop's delays: allreduce, allgather | broadcast | its race |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for n in (2, 3, 4, 5, 6, 8, 16):
-        cells = [alone(n, "negotiation"), alone(n, "allreduce"), alone(n, "allgather"),
-                 back_to_back(n, "allreduce"), back_to_back(n, "allgather"), loop_delays(n)]
+        cells = [alone(n, "negotiation"), alone(n, "allreduce"), alone(n, "allgather"), alone(n, "broadcast"),
+                 back_to_back(n, "allreduce"), back_to_back(n, "allgather"), back_to_back(n, "broadcast"),
+                 loop_delays(n), loop_delays(n, "broadcast"), race_loop_delays(n)]
         print(f"| {n} | " + " | ".join(f"{c:g}" for c in cells) + " |")
     return 0
 

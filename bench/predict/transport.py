@@ -18,11 +18,13 @@ Each term restates, in our own code, how the software the suite runs moves bytes
 - **Horovod** (``horovod/common/controller.cc``: ``ComputeResponseList`` agrees every cycle on the tensors ready
   with ``CrossRankBitwiseAnd`` when the response cache holds them, a small allreduce of its own over the same gloo
   context, ``gloo_controller.cc``; then the operation itself, ``ops/gloo_operations.cc``): a fixed cost a (the cycle
-  and the fusion copies), the loop's wait, and the gloo operation (:func:`horovod_wait_s`). For the allreduce and
-  the allgather the wait's delays are derived (:mod:`.loop`: an empty negotiation, then the operation's own, each
-  one long long relayed around the ring; 4, 10, 12 one-way delays at n = 2, 3, 4) and its host time is ν of a tiny
-  ring's transfers without delay, ν fitted. The broadcast's is ν tiny ring allreduces, delays and all, ν fitted:
-  its cells take 6 - 17 delays more than the loop and a root's send would, which we have not traced.
+  and the fusion copies), the loop's wait, and the gloo operation (:func:`horovod_wait_s`). The wait's delays are
+  derived (:mod:`.loop`): for the allreduce and the allgather an empty negotiation, then the operation's own, each
+  one long long relayed around the ring (4, 10, 12 one-way delays at n = 2, 3, 4); for the broadcast, which the
+  response cache does not hold, the negotiation and a round of requests to rank 0 and responses back in the cycle
+  that finds it queued (10, 16, 19), and in a share ``race_broadcast`` (fitted) of them a second such cycle, when a
+  caller queued the next one before its loop's next cycle began (6, 6, 7 more). Its host time is ν of a tiny ring's
+  transfers without delay, ν fitted.
 
 B is the link's rate x the TCP goodput share (``eff``) with the host's CPU a byte (``byte_s``) added to the wire time
 of a byte; a transfer takes max(h, 2D + h0) besides its bytes (:func:`transfer_s`). ``eff`` is fitted; framing alone
@@ -76,7 +78,9 @@ from ..layout import REPO_ROOT
 from . import loop
 from .loop import segments
 
-CELLS = REPO_ROOT / "docs" / "results" / "collectives" / "cells.jsonl"
+CELLS = REPO_ROOT / "docs" / "results" / "collectives" / "2026-11-30e-fc-v782" / "cells.jsonl"
+"""The micro-benchmark's cells the calibration fits: the set measured back to back on the fc-v782 AMD EPYC (its Horovod
+operations 2026-11-30 18:24 - 19:01 UTC, gloo's and send/recv 16:40 - 17:12 UTC; docs/results/collectives/README.md)."""
 MTU = 1500
 """Bytes an IP packet on the emulated links may have: the veth default (``bench/cluster/net.py`` sets no MTU)."""
 MSS = MTU - 20 - 20 - 12
@@ -125,9 +129,12 @@ MEANING = {
     "h0_s": "s a transfer takes besides its bytes and its two one-way delays on a delayed link",
     "byte_s": "s of host CPU a byte adds to its wire time (gloo over TCP)",
     "byte_hvd_s": "s of host CPU a byte adds to Horovod's allreduce and allgather (its copies, its background thread)",
+    "h_hvd_s": "h of Horovod's operations (gloo called from its background thread in C++, its caller woken once)",
     "a_": "s an operation costs besides its transfers (Horovod's cycle and fusion copies; the call itself)",
-    "nu_": "tiny ring allreduces of Horovod's negotiations an operation waits for (allreduce, allgather: their host "
-           "time without delay; their delays are derived, bench/predict/loop.py)",
+    "nu_": "tiny ring allreduces of Horovod's negotiations an operation waits for (their host time without delay; "
+           "their delays are derived, bench/predict/loop.py)",
+    "race_broadcast": "share of the broadcasts negotiated in two cycles, a caller having queued one before its "
+                      "loop's next cycle began (bench/predict/loop.py, race_delays)",
 }
 
 
@@ -239,21 +246,28 @@ def message_s(nbytes: float, bytes_per_s: float, delay_s: float, k: dict, delays
     return lat + max(_wire(nbytes, bytes_per_s, k), _pace(nbytes, delay_s, k, trailing=True))
 
 
-HOROVOD_HOST = {"byte_s": "byte_hvd_s"}
-"""Host constants of Horovod's operations in place of gloo's own (a calibration without them: gloo's)."""
+HOROVOD_HOST = {"h_s": "h_hvd_s"}
+"""Host constants of every Horovod operation in place of gloo's own (a calibration without them: gloo's)."""
+HOROVOD_BYTE = {"byte_s": "byte_hvd_s"}
+"""Host constants of Horovod's operations that copy their tensor (:data:`HOROVOD_COPY`) in place of gloo's."""
 HOROVOD_COPY = ("allreduce_hvd", "allgather")
 """Horovod's operations that copy their tensor (``GlooAllreduce::Execute``: into the output before the allreduce;
 ``GlooAllgather::Execute``: the rank's share into the output); ``GlooBroadcast::Execute`` hands gloo the tensor."""
 
 
-def horovod_constants(k: dict) -> dict:
-    """``k`` with the host CPU a byte of Horovod's operations (:data:`HOROVOD_HOST`) in place of gloo's. Horovod runs
-    gloo's algorithms in its background thread (``BackgroundThreadLoop``, horovod/common/operations.cc), copies an
-    allreduce's tensor before it (``GlooAllreduce::Execute``, horovod/common/ops/gloo_operations.cc) while the caller
-    polls for the result, all on the hosts' shared cores; gloo called from torch.distributed does none of it. A fitted
-    constant, not a derived one: the micro-benchmark's gloo operations are wire-bound at 1 Gbit/s (64 MiB: within 1 %
-    of framing's rate), Horovod's allreduce of 64 MiB takes up to 1.6 x as long."""
-    return {**k, **{name: k[hvd] for name, hvd in HOROVOD_HOST.items() if hvd in k}}
+def horovod_constants(k: dict, op: str) -> dict:
+    """``k`` with the host constants of Horovod's operation ``op`` in place of gloo's: h (:data:`HOROVOD_HOST`) and,
+    for the operations that copy their tensor, the CPU a byte (:data:`HOROVOD_BYTE`). Horovod runs gloo's algorithms
+    in its background thread (``BackgroundThreadLoop``, horovod/common/operations.cc), calling gloo from C++ and
+    waking its caller once (the handle it polls), where torch.distributed runs them in a worker thread and wakes the
+    Python caller on a future each operation; it copies an allreduce's tensor before it (``GlooAllreduce::Execute``,
+    horovod/common/ops/gloo_operations.cc) while the caller polls for the result, all on the hosts' shared cores.
+    Fitted constants, not derived ones: a 4 KiB ring allreduce at n = 4 and no delay takes 6.5 - 7.2 ms through
+    torch.distributed, 5.0 - 5.9 ms through Horovod (its negotiation included); the micro-benchmark's gloo operations
+    are wire-bound at 1 Gbit/s (64 MiB: within 1 % of framing's rate), Horovod's allreduce of 64 MiB takes up to
+    1.6 x as long."""
+    names = {**HOROVOD_HOST, **(HOROVOD_BYTE if op in HOROVOD_COPY else {})}
+    return {**k, **{name: k[hvd] for name, hvd in names.items() if hvd in k}}
 
 
 def negotiation_s(n: int, delay_s: float, k: dict) -> float:
@@ -262,17 +276,15 @@ def negotiation_s(n: int, delay_s: float, k: dict) -> float:
     return ring_allreduce_s(8, n, 0.0, delay_s, {**k, "byte_s": 0.0})
 
 
-LOOP_DERIVED = ("allreduce_hvd", "allgather")
-"""Horovod's operations whose loop's delays are derived (:mod:`.loop`); the broadcast's are fitted."""
-
-
 def horovod_wait_s(op: str, n: int, delay_s: float, k: dict) -> float:
-    """What Horovod's loop adds to a blocking ``op`` repeated back to back, besides the call's ``a_``: for
-    :data:`LOOP_DERIVED`, :func:`bench.predict.loop.loop_delays` one-way delays and ν (``nu_``) tiny rings' host time
-    without delay (:func:`negotiation_s`); for the broadcast, ν tiny rings at the delay."""
-    if op in LOOP_DERIVED:
-        return loop.loop_delays(n) * delay_s + k[f"nu_{op}"] * negotiation_s(n, 0.0, k)
-    return k[f"nu_{op}"] * negotiation_s(n, delay_s, k)
+    """What Horovod's loop adds to a blocking ``op`` repeated back to back, besides the call's ``a_``: the loop's
+    one-way delays played in :mod:`.loop` (:func:`~bench.predict.loop.loop_delays`; the broadcast's, and
+    ``race_broadcast`` of its race's, :func:`~bench.predict.loop.race_loop_delays`: none in a calibration without
+    it) and ν (``nu_``) tiny rings' host time without delay (:func:`negotiation_s`)."""
+    delays = loop.loop_delays(n, "broadcast" if op == "broadcast" else "allreduce")
+    if op == "broadcast":
+        delays += k.get("race_broadcast", 0.0) * loop.race_loop_delays(n)
+    return delays * delay_s + k[f"nu_{op}"] * negotiation_s(n, 0.0, k)
 
 
 def carried(op: str, nbytes: float, n: int, k: dict) -> float:
@@ -317,7 +329,7 @@ def op_seconds(op: str, nbytes: float, n: int, bps: float, delay_s: float, k: di
     operation's whole period: its transfers, and the call's and Horovod's cycle's time (``a_``, ``nu_``) during which
     the bucket refills."""
     bps = 0.0 if not math.isfinite(bps) else bps
-    k = horovod_constants(k) if op in HOROVOD_COPY else k
+    k = horovod_constants(k, op) if op in HOROVOD_OPS else k
     rest = k[f"a_{op}"] + (horovod_wait_s(op, n, delay_s, k) if op in HOROVOD_OPS else 0.0)
     data = _data_s(op, nbytes, n, bps, delay_s, k)
     if bps > 0 and n > 1:
@@ -375,8 +387,10 @@ def unnamed_allgather(cell: dict) -> bool:
 
 
 def _names(ops) -> list[str]:
-    split = list(HOROVOD_HOST.values()) if any(op in HOROVOD_COPY for op in ops) else []
-    return [*SHARED, *split, *(f"a_{op}" for op in ops), *(f"nu_{op}" for op in ops if op in HOROVOD_OPS)]
+    split = [*(HOROVOD_HOST.values() if any(op in HOROVOD_OPS for op in ops) else ()),
+             *(HOROVOD_BYTE.values() if any(op in HOROVOD_COPY for op in ops) else ())]
+    race = ["race_broadcast"] if "broadcast" in ops else []
+    return [*SHARED, *split, *(f"a_{op}" for op in ops), *(f"nu_{op}" for op in ops if op in HOROVOD_OPS), *race]
 
 
 def fit(cells: list[dict] | None = None, max_load: float | None = MAX_LOAD, loss: str = LOSS,
@@ -400,10 +414,12 @@ def fit(cells: list[dict] | None = None, max_load: float | None = MAX_LOAD, loss
     cc = ccs.pop() if ccs else None
     ops = [op for op in OPS if any(c["op"] == op for c in cells)]
     names = _names(ops)
-    start = {"eff": 0.95, "h_s": 1e-3, "h0_s": 2e-4, "byte_s": 1e-9, "w_allgather": 1.0, "byte_hvd_s": 1e-9,
-             **{f"a_{op}": 1e-3 for op in ops}, **{f"nu_{op}": 1.0 for op in ops if op in HOROVOD_OPS}}
-    upper = {"eff": 1.2, "h_s": 0.05, "h0_s": 0.05, "byte_s": 1e-7, "w_allgather": 3.0, "byte_hvd_s": 1e-7,
-             **{f"a_{op}": 0.5 for op in ops}, **{f"nu_{op}": 10.0 for op in ops if op in HOROVOD_OPS}}
+    start = {"eff": 0.95, "h_s": 1e-3, "h_hvd_s": 1e-3, "h0_s": 2e-4, "byte_s": 1e-9, "w_allgather": 1.0, "byte_hvd_s": 1e-9,
+             "race_broadcast": 0.3, **{f"a_{op}": 1e-3 for op in ops},
+             **{f"nu_{op}": 1.0 for op in ops if op in HOROVOD_OPS}}
+    upper = {"eff": 1.2, "h_s": 0.05, "h_hvd_s": 0.05, "h0_s": 0.05, "byte_s": 1e-7, "w_allgather": 3.0, "byte_hvd_s": 1e-7,
+             "race_broadcast": 1.0, **{f"a_{op}": 0.5 for op in ops},
+             **{f"nu_{op}": 10.0 for op in ops if op in HOROVOD_OPS}}
 
     def residuals(x):
         k = {**dict(zip(names, x)), "cc": cc}

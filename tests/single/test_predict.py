@@ -158,7 +158,7 @@ def test_a_waiting_ranks_polls_slow_a_rationed_host_and_nothing_else():
                   overrides={"link": "118mbit", "link_delay": "1ms", "lr": 0.2})
     hw, wl = hardware.for_config(cfg, cal)
     polling, silent = (Model({**cal, "wake_s": w}).predict(cfg, hw, wl).step_s for w in (20e-6, 0.0))
-    assert polling > 1.02 * silent  # 2.8 % with the loop's delays played (bench/predict/loop.py), 4.8 % fitted
+    assert polling > 1.01 * silent  # 1.5 % with Horovod's own h (h_hvd_s), 2.8 % before, 4.8 % with the delays fitted
     spinning = resolve("sync", np=4, profile="regimes", hardware="emu", check=False,
                        overrides={"link": "118mbit", "link_delay": "1ms", "lr": 0.2, "horovod": {}})
     assert spinning.launch.horovod.wait_sleep_us is None  # Horovod's own wait: not modelled, no change

@@ -78,32 +78,63 @@ def test_horovods_loop_adds_the_same_delays_to_an_allreduce_and_an_allgather():
     assert all(loop.back_to_back(n, "allreduce", poll=-1.0) <= loop.back_to_back(n, "allreduce") - 2
                for n in (2, 3, 4))
     assert loop.loop_delays(1) == 0.0 and loop.loop_delays(40) > loop.loop_delays(32) > loop.loop_delays(16)
+    assert loop.loop_delays(40, "broadcast") > loop.loop_delays(32, "broadcast") and loop.race_loop_delays(40) > 0
     with pytest.raises(RuntimeError, match="deadlock"):
         loop.play([[("wait_recv", 1, "x")], [("wait_recv", 0, "x")]], [0.0, 0.0])
 
 
-def test_horovods_allreduce_and_allgather_fit_the_quiet_set_with_the_loops_delays_derived():
-    """The set measured back to back (docs/results/collectives/2026-11-30e-fc-v782/): Horovod's allreduce and
-    allgather, whose loop's delays are played (bench/predict/loop.py), not fitted, within the issue's 0.05."""
+def test_a_broadcast_is_negotiated_through_rank_0_and_a_caller_ahead_of_its_loop_costs_a_second_round():
+    """gloo's binomial tree and gather; Horovod's uncached negotiation, counted across cycles. Measured back to back
+    at 25 ms (docs/results/collectives/2026-11-30e-fc-v782/), a broadcast of 4 KiB took 12.2 or 18.3, 18.2 or 24.3,
+    21.4 or 28.5 one-way delays at n = 2, 3, 4: the played 12, 18, 21, and with the race 18, 24, 28."""
+    from bench.predict import loop
+
+    # the tree: rank 0 sends to 1, then to 2 while 1 sends to 3; a receive waits before its sends
+    assert loop.broadcast(0, 4, "t") == [("send", 1, "t"), ("send", 2, "t"), ("wait_send", 1, "t"),
+                                         ("wait_send", 2, "t")]
+    assert loop.broadcast(1, 4, "t") == [("recv", 0, "t"), ("wait_recv", 0, "t"), ("send", 3, "t"),
+                                         ("wait_send", 3, "t")]
+    # its first hop two delays (the notice, then the data), every later one one (the notice went ahead)
+    assert [loop.alone(n, "broadcast") for n in (2, 3, 4, 5, 8, 9, 16)] == [2, 2, 3, 3, 4, 4, 5]
+    # the gather: every rank's message reaches the root two delays after it posted its receives
+    assert max(loop.play([loop.gather(r, 4, "g") for r in range(4)], [0.0] * 4)) == 2
+    for n, low, race in ((2, 12, 6), (3, 18, 6), (4, 21, 7)):
+        assert loop.back_to_back(n, "broadcast") == pytest.approx(low)
+        assert loop.race_delays(n) == pytest.approx(race)
+        assert loop.loop_delays(n, "broadcast") == low - loop.FIRST_HOP
+    # the race costs a cached operation nothing: it waits for the cycle that finds it on every rank
+    assert loop.race_delays(3, "allreduce") == 0
+    # the broadcast's loop in the transport: its played delays and the fitted share of the race's
+    k = {**K, "race_broadcast": 0.25}
+    assert transport.horovod_wait_s("broadcast", 3, 0.01, k) - transport.horovod_wait_s("broadcast", 3, 0.0, k) \
+        == pytest.approx(0.01 * (16 + 0.25 * 6))
+
+
+def test_horovods_operations_fit_the_quiet_set_with_the_loops_delays_derived():
+    """The set measured back to back (docs/results/collectives/2026-11-30e-fc-v782/): Horovod's allreduce,
+    allgather and broadcast, whose loop's delays are played (bench/predict/loop.py), not fitted, within the issue's
+    0.05; the race's fitted share is under the share of single broadcasts measured in its mode at 25 ms (21 of 60:
+    the cells are medians of their repeats, which favour the common mode)."""
     cells = transport.load_cells(REPO / "docs/results/collectives/2026-11-30e-fc-v782/cells.jsonl")
     assert all(c.get("lead_ops") == 1 for c in cells if c["op"] in transport.HOROVOD_OPS)
     fit = transport.fit(cells)
     assert fit["cells"] == 540 and fit["left_out"] == 0
     table = {(r["op"], r["delay"]): r["median_abs_error"] for r in fit["table"]}
-    assert table["allreduce_hvd", "all"] <= 0.05 and table["allgather", "all"] <= 0.05
+    assert all(table[op, "all"] <= 0.05 for op in transport.OPS), table
     assert table["allreduce_hvd", "25ms"] <= 0.05 and table["allgather", "25ms"] <= 0.05
+    assert 0.05 < fit["constants"]["race_broadcast"] < 21 / 60
 
 
 def test_the_fit_recovers_known_constants():
     truth = {**K, "eff": 0.93, "h_s": 0.0015, "h0_s": 0.0003, "a_allreduce_hvd": 0.002, "nu_allreduce_hvd": 1.5,
-             "nu_broadcast": 2.5, "nu_allgather": 3.0, "w_allgather": 1.4}
+             "nu_broadcast": 2.5, "nu_allgather": 3.0, "w_allgather": 1.4, "h_hvd_s": 0.0006, "race_broadcast": 0.3}
     truth.pop("burst")
     cells = [{"op": op, "bytes": size, "np": n, "rate_bps": rate, "delay_s": d, "wait_sleep_us": 250,
               "median_s": transport.seconds(op, size, n, rate, d, truth)}
              for op in transport.OPS for size in (4096, 1 << 20, 16 << 20) for n in (2, 3, 4)
              for rate in (1e8, 1e9) for d in (0.0, 0.001, 0.005, 0.025)]
-    fit = transport.fit(cells)
-    for name in ("eff", "h_s", "h0_s", "nu_allreduce_hvd", "nu_broadcast", "w_allgather"):
+    fit = transport.fit(cells, loss="linear")  # exact cells: plain least squares reaches them (soft_l1 stops short)
+    for name in ("eff", "h_s", "h0_s", "nu_allreduce_hvd", "nu_broadcast", "w_allgather", "h_hvd_s", "race_broadcast"):
         assert fit["constants"][name] == pytest.approx(truth[name], rel=0.02, abs=2e-5), name
     assert all(row["median_abs_error"] < 1e-3 for row in fit["table"])
 
@@ -265,8 +296,17 @@ def test_horovod_copies_cost_its_allreduce_and_allgather_not_its_broadcast():
             transport.op_seconds(op, 1 << 20, 3, 12e6, 0.005, gloo_like), rel=1e-12)
     assert transport.op_seconds("broadcast", 1 << 20, 3, 12e6, 0.005, k) == pytest.approx(
         transport.op_seconds("broadcast", 1 << 20, 3, 12e6, 0.005, {**K, "byte_s": 1e-10}), rel=1e-12)
-    # a calibration without byte_hvd_s (the published one) prices Horovod's bytes as gloo's
-    assert transport.horovod_constants(K) == K
+    # a calibration without byte_hvd_s and h_hvd_s prices Horovod's bytes and transfers as gloo's
+    assert transport.horovod_constants(K, "allreduce_hvd") == K
+    # h_hvd_s: every Horovod operation's h, none of gloo's own
+    k = {**K, "h_hvd_s": 0.004}
+    for op in transport.OPS:
+        assert transport.horovod_constants(k, op)["h_s"] == (0.004 if op in transport.HOROVOD_OPS else K["h_s"]) \
+            or op not in transport.HOROVOD_OPS
+    assert transport.op_seconds("allreduce_gloo", 4096, 3, 0.0, 0.0, k) == transport.op_seconds(
+        "allreduce_gloo", 4096, 3, 0.0, 0.0, K)
+    assert transport.op_seconds("broadcast", 4096, 3, 0.0, 0.0, k) > transport.op_seconds("broadcast", 4096, 3, 0.0,
+                                                                                           0.0, K)
 
 
 def test_the_fit_records_the_cells_congestion_control_and_leaves_out_loaded_cells():
@@ -293,15 +333,14 @@ def test_the_fit_records_the_cells_congestion_control_and_leaves_out_loaded_cell
         transport.fit([*cells[:5], {**cells[5], "cc": "cubic"}])
 
 
-def test_the_refit_reaches_the_issue_target_for_gloo_alone():
-    """The micro-benchmark's own cells (docs/results/collectives/cells.jsonl), fitted as published: gloo's allreduce
-    and send/recv within the issue's median |error| <= 0.05; every operation fitted better than without the link's
-    terms (README: 0.106, 0.070, 0.079, 0.118); the allgather, measured unnamed there, left out."""
+def test_the_calibrations_transport_is_the_back_to_back_set_and_the_unnamed_allgather_is_left_out():
+    """The calibration fits the set measured back to back (:data:`transport.CELLS`), the model's own description of
+    an operation repeated as training repeats it; framing alone predicts the goodput share 0.956, the fit's, with the
+    hosts' CPU a byte beside it, is near it. The cells of 2026-11-28 timed Horovod's operations from a barrier and
+    measured the allgather unnamed: in those the allgather is left out of a fit."""
+    assert transport.CELLS == REPO / "docs/results/collectives/2026-11-30e-fc-v782/cells.jsonl"
     fit = transport.fit()
-    assert fit["constants"]["cc"] == "bbr" and fit["cells"] == 432 and fit["left_out"] == 108
-    table = {(r["op"], r["delay"]): r["median_abs_error"] for r in fit["table"]}
-    assert table["allreduce_gloo", "all"] <= 0.05 and table["sendrecv", "all"] <= 0.05
-    before = {"allreduce_hvd": 0.106, "allreduce_gloo": 0.070, "broadcast": 0.079, "sendrecv": 0.118}
-    assert all(table[op, "all"] < err for op, err in before.items()) and ("allgather", "all") not in table
-    # framing alone predicts the goodput share 0.956; the fit's, with the hosts' CPU a byte beside it, is near it
+    assert fit["constants"]["cc"] == "bbr" and fit["cells"] == 540 and fit["left_out"] == 0
     assert abs(fit["constants"]["eff"] - transport.WIRE_EFF) < 0.02
+    old = transport.fit(transport.load_cells(REPO / "docs/results/collectives/cells.jsonl"))
+    assert old["cells"] == 432 and old["left_out"] == 108 and not any(r["op"] == "allgather" for r in old["table"])
