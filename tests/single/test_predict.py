@@ -129,27 +129,40 @@ def test_cpu_burnt_beside_a_hosts_work_comes_out_of_its_budget_without_holding_i
     assert free.run(0.05, 0.03) == pytest.approx(0.08)
 
 
-def test_the_sleeping_waits_polls_are_counted_as_its_loop_makes_them():
-    """``wait_polls`` against ``Comm.wait_sleeping`` itself, with an operation that completes after a set time."""
+def test_the_sleeping_waits_polls_are_counted_as_its_loop_makes_them(monkeypatch):
+    """``wait_polls`` against ``Comm.wait_sleeping`` itself, with an operation that completes after a set time: the
+    loop asks for the sleeps the model counts (every one of them, recorded as it calls ``time.sleep``, which still
+    sleeps), polls once after each, and never polls more than the model counts for the wait (a sleep is never short;
+    on a loaded machine it is long, and the loop polls fewer times: how many fewer is the machine's)."""
     import time
 
     from bench.comm import Comm
+    from bench.config import FIRST_SLEEP_S
     from bench.predict.model import wait_polls
 
     assert [wait_polls(w, 250e-6) for w in (0, 1e-5, 3e-4, 1e-3)] == [1, 3, 7, 10]
     assert wait_polls(0.1, 250e-6) == 7 + math.ceil((0.1 - 315e-6) / 250e-6)  # 6 sleeps to 160 us, then 250 us each
+    real_sleep, asked = time.sleep, []
+
+    def sleep(seconds):
+        asked.append(seconds)
+        real_sleep(seconds)
+
+    monkeypatch.setattr(time, "sleep", sleep)
     for wait_s in (0.002, 0.02):
-        polls, done = [0], time.perf_counter() + wait_s
+        at, done = [], time.perf_counter() + wait_s
+        asked.clear()
 
         class Waiting:
             wait_sleep_s, wait_spin_s = 250e-6, 0.0
 
             def poll(self, handle):
-                polls[0] += 1
-                return time.perf_counter() >= done
+                at.append(time.perf_counter())
+                return at[-1] >= done
         Comm.wait_sleeping(Waiting(), ["handle"])
-        # sleeps end a little late (timer slack, scheduling), never early: at most the model's polls
-        assert 0.5 * wait_polls(wait_s, 250e-6) <= polls[0] <= wait_polls(wait_s, 250e-6) + 1, polls
+        assert asked == pytest.approx([min(FIRST_SLEEP_S * 2 ** i, 250e-6) for i in range(len(asked))], rel=1e-12)
+        assert len(at) == len(asked) + 1 and at[-1] >= done > at[-2]
+        assert len(at) <= wait_polls(wait_s, 250e-6) + 1, len(at)
 
 
 def test_a_waiting_ranks_polls_slow_a_rationed_host_and_nothing_else():
