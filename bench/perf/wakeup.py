@@ -14,10 +14,11 @@ One horovodrun job of ``--np`` ranks, on this machine as it is or (``--emulated 
 ``--np`` emulated hosts of SHARE of a core (the condition the model applies it in: a quota'd host). Each round, rank 0 sleeps W ms and then starts its allreduce of
 a small tensor; the other ranks start theirs at once and wait for it as the suite's collectives do (``Comm.synchronize``
 with ``wait_sleep_us``), each recording its training thread's CPU over the wait (``time.thread_time``) and the polls
-the wait made (a counter around ``Comm.poll``). The rounds go through the waits in an interleaved order, ``--repeats``
-times. Printed per W: the median wall of the wait, its polls, the median time between two of its polls (a
-sleep with its overshoot: a loaded machine oversleeps, and the wait polls less) and its CPU; then the least-squares line CPU = a +
-wake_s x polls over every round (wake_s: CPU a wake-up costs; a: what a wait costs besides, its start and its end).
+the wait made (their instants, recorded around ``Comm.poll``). The rounds go through the waits in an interleaved order, ``--repeats``
+times. Printed per W: the median wall of the wait, its polls, the median time between two of its polls (a sleep
+with its overshoot: a loaded machine oversleeps, and the wait polls less) and its CPU; then the least-squares line
+CPU = a + wake_s x polls over every round (wake_s: CPU a wake-up costs; a: what a wait costs besides, its start and
+its end).
 """
 
 from __future__ import annotations
@@ -46,12 +47,10 @@ def _inner(waits_ms: list[float], repeats: int, wait_sleep_us: float) -> int:
     from ..comm import Comm
 
     comm = Comm(wait_sleep_us=wait_sleep_us)
-    polls = [0]
-    times: list[float] = []
+    times: list[float] = []  # the instants of the wait's polls
     plain_poll = comm.poll
 
     def counted(handle) -> bool:
-        polls[0] += 1
         times.append(time.perf_counter())
         return plain_poll(handle)
 
@@ -65,14 +64,13 @@ def _inner(waits_ms: list[float], repeats: int, wait_sleep_us: float) -> int:
             time.sleep(w / 1e3)
             comm.allreduce_(buf, name="perf.wakeup")  # comm: the late rank's allreduce, which the others wait for
             continue
-        polls[0] = 0
         times.clear()
         wall0, cpu0 = time.perf_counter(), time.thread_time()
         comm.allreduce_(buf, name="perf.wakeup")  # comm: start the allreduce and wait for it by sleeping polls
         cpu, wall = time.thread_time() - cpu0, time.perf_counter() - wall0
         if i >= 3:
             gaps = [b - a for a, b in zip(times, times[1:])]
-            records.append({"wait_ms": w, "wall_s": wall, "cpu_s": cpu, "polls": polls[0], "rank": comm.rank,
+            records.append({"wait_ms": w, "wall_s": wall, "cpu_s": cpu, "polls": len(times), "rank": comm.rank,
                             "poll_gap_s": statistics.median(gaps) if gaps else None})
     for rec in records:
         emit(rec)

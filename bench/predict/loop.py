@@ -209,6 +209,7 @@ def back_to_back(n: int, op: str, ops: int = 16, poll: float = 0.01, cycle: floa
     return (ends[-1] - ends[settled - 1]) / (ops - settled)
 
 
+@functools.lru_cache(maxsize=None)
 def race_delays(n: int, op: str = "broadcast", poll: float = 0.01, cycle: float = 0.04) -> float:
     """Delays the race (module docstring) adds to one operation: rank 0's caller queues the second operation before
     its loop's next cycle begins (any ranks but all alike; all of them would save a cycle instead)."""
@@ -227,31 +228,36 @@ FIRST_HOP = 2.0
 receiver's notice, then the data)."""
 
 
-@functools.lru_cache(maxsize=None)
-def loop_delays(n: int, op: str = "allreduce") -> float:
-    """One-way delays Horovod's loop adds to a blocking ``op`` repeated back to back over ``n`` ranks, besides its
-    own transfers (0 for one rank): :func:`back_to_back` less :func:`alone` for the allreduce (the allgather's are
-    the same); for the broadcast, less :data:`FIRST_HOP` (the transport charges the tree's first hop, its later ones
-    are here) and without the race (:func:`race_delays`)."""
+def _extended(delays, n: int) -> float:
+    """``delays(n)`` played up to :data:`EXACT_UP_TO` ranks, linear from n = 16 and 32 past it; 0 for one rank."""
     if n <= 1:
         return 0.0
     if n > EXACT_UP_TO:
-        lo, hi = loop_delays(EXACT_UP_TO // 2, op), loop_delays(EXACT_UP_TO, op)
+        lo, hi = delays(EXACT_UP_TO // 2), delays(EXACT_UP_TO)
         return hi + (hi - lo) / (EXACT_UP_TO - EXACT_UP_TO // 2) * (n - EXACT_UP_TO)
+    return delays(n)
+
+
+@functools.lru_cache(maxsize=None)
+def _played(n: int, op: str) -> float:
     if op == "broadcast":
         return back_to_back(n, op) - FIRST_HOP
     return back_to_back(n, "allreduce") - alone(n, "allreduce")
 
 
 @functools.lru_cache(maxsize=None)
+def loop_delays(n: int, op: str = "allreduce") -> float:
+    """One-way delays Horovod's loop adds to a blocking ``op`` repeated back to back over ``n`` ranks, besides its
+    own transfers (0 for one rank): :func:`back_to_back` less :func:`alone` for the allreduce (the allgather's are
+    the same); for the broadcast, less :data:`FIRST_HOP` (the transport charges the tree's first hop, its later ones
+    are here) and without the race (:func:`race_delays`)."""
+    return _extended(functools.partial(_played, op=op), n)
+
+
+@functools.lru_cache(maxsize=None)
 def race_loop_delays(n: int) -> float:
     """:func:`race_delays` of the broadcast, linear past :data:`EXACT_UP_TO` as :func:`loop_delays`."""
-    if n <= 1:
-        return 0.0
-    if n > EXACT_UP_TO:
-        lo, hi = race_loop_delays(EXACT_UP_TO // 2), race_loop_delays(EXACT_UP_TO)
-        return hi + (hi - lo) / (EXACT_UP_TO - EXACT_UP_TO // 2) * (n - EXACT_UP_TO)
-    return race_delays(n)
+    return _extended(race_delays, n)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -281,9 +281,10 @@ def horovod_wait_s(op: str, n: int, delay_s: float, k: dict) -> float:
     one-way delays played in :mod:`.loop` (:func:`~bench.predict.loop.loop_delays`; the broadcast's, and
     ``race_broadcast`` of its race's, :func:`~bench.predict.loop.race_loop_delays`: none in a calibration without
     it) and ν (``nu_``) tiny rings' host time without delay (:func:`negotiation_s`)."""
-    delays = loop.loop_delays(n, "broadcast" if op == "broadcast" else "allreduce")
     if op == "broadcast":
-        delays += k.get("race_broadcast", 0.0) * loop.race_loop_delays(n)
+        delays = loop.loop_delays(n, op) + k.get("race_broadcast", 0.0) * loop.race_loop_delays(n)
+    else:
+        delays = loop.loop_delays(n)
     return delays * delay_s + k[f"nu_{op}"] * negotiation_s(n, 0.0, k)
 
 
@@ -414,11 +415,11 @@ def fit(cells: list[dict] | None = None, max_load: float | None = MAX_LOAD, loss
     cc = ccs.pop() if ccs else None
     ops = [op for op in OPS if any(c["op"] == op for c in cells)]
     names = _names(ops)
-    start = {"eff": 0.95, "h_s": 1e-3, "h_hvd_s": 1e-3, "h0_s": 2e-4, "byte_s": 1e-9, "w_allgather": 1.0, "byte_hvd_s": 1e-9,
-             "race_broadcast": 0.3, **{f"a_{op}": 1e-3 for op in ops},
+    start = {"eff": 0.95, "h_s": 1e-3, "h_hvd_s": 1e-3, "h0_s": 2e-4, "byte_s": 1e-9, "w_allgather": 1.0,
+             "byte_hvd_s": 1e-9, "race_broadcast": 0.3, **{f"a_{op}": 1e-3 for op in ops},
              **{f"nu_{op}": 1.0 for op in ops if op in HOROVOD_OPS}}
-    upper = {"eff": 1.2, "h_s": 0.05, "h_hvd_s": 0.05, "h0_s": 0.05, "byte_s": 1e-7, "w_allgather": 3.0, "byte_hvd_s": 1e-7,
-             "race_broadcast": 1.0, **{f"a_{op}": 0.5 for op in ops},
+    upper = {"eff": 1.2, "h_s": 0.05, "h_hvd_s": 0.05, "h0_s": 0.05, "byte_s": 1e-7, "w_allgather": 3.0,
+             "byte_hvd_s": 1e-7, "race_broadcast": 1.0, **{f"a_{op}": 0.5 for op in ops},
              **{f"nu_{op}": 10.0 for op in ops if op in HOROVOD_OPS}}
 
     def residuals(x):
